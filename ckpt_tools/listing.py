@@ -201,7 +201,19 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
         # restore-ema's output needs no statement: its weights are the averages (u25 F3)
         unproven=None if (evidence or {}).get("weights_are_averages") else unproven,
         raw_expected=expected_raw(ckpt, [v.name for v in everything if v.name in frozen]),
-        raw_named=raw_named, meta_note=doubt_note(ckpt))
+        raw_named=raw_named, meta_note=doubt_note(ckpt),
+        raw_offer=_raw_offer(ckpt, raw_named, decide or {}))
+
+
+def _raw_offer(ckpt: Checkpoint, raw_named: dict, decide: dict) -> str | None:
+    """What ``list`` names as reading ``raw_named``'s keys as the averages
+    (:func:`~ckpt_tools.raw_stated.listed_averages_option`, probed with the ``--ema-name``
+    listed with); ``None`` without such keys."""
+    if not raw_named:
+        return None
+    from .raw_stated import listed_averages_option
+
+    return listed_averages_option(ckpt, decide.get("ema_name"))
 
 
 _DIGITS = re.compile(r"(\d+)")

@@ -56,6 +56,9 @@ class Listing(Record):
             the variable) -> that variable (``None`` where only map's refusal names it);
             listed as role ``ema`` with no ``ema_of``, ``ema`` or candidates, marked
             ``raw value``; ``--json``'s ``"raw_named"``.
+        raw_offer: where ``raw_named`` holds keys, the ``ckpt export`` options that read
+            them as the averages, probed (:func:`~ckpt_tools.raw_stated.listed_averages_option`,
+            ``""``: none found); ``None`` otherwise. Not in ``--json``.
     """
 
     checkpoint: str
@@ -80,7 +83,7 @@ class Listing(Record):
     _fields = ("checkpoint", "format", "meta", "variables", "total", "averaged_roles",
                "any_ema", "with_shadow", "expected", "by_key", "shards", "ema_evidence",
                "frozen", "saved_model", "unproven", "assumed", "copies_equal", "raw_expected",
-               "raw_named", "meta_note", "stated")
+               "raw_named", "meta_note", "stated", "raw_offer")
     _repr = tuple(f for f in _fields if f != "by_key")
 
     def __init__(self, checkpoint: str, format: str, meta: str | None,  # noqa: A002
@@ -93,8 +96,10 @@ class Listing(Record):
                  assumed: list[str] | None = None, copies_equal: bool = False,
                  raw_expected: dict[str, str] | None = None,
                  raw_named: dict[str, str | None] | None = None,
-                 meta_note: str | None = None, stated: dict | None = None) -> None:
+                 meta_note: str | None = None, stated: dict | None = None,
+                 raw_offer: str | None = None) -> None:
         self.checkpoint = checkpoint
+        self.raw_offer = raw_offer
         self.stated = {} if stated is None else stated
         self.meta_note = meta_note
         self.format = format

@@ -21,14 +21,24 @@ IF_TRAINED = "hold their variables' raw values if a training graph saved them"
 RAW_MARK = "raw value?"
 
 
-def readings_said() -> str:
+def readings_said(averages: str | None = None) -> str:
     """Returns the two readings of such keys and the option that takes each (no leading
-    separator)."""
+    separator).
+
+    Args:
+        averages: the ``ckpt export`` options that read them as the averages, as probed
+            (:func:`~ckpt_tools.raw_stated.listed_averages_option`); ``""`` or ``None``
+            where none was found: then the words leave it to export's refusal, never naming
+            an option that is refused (``--averages-only`` alone on a renamed Saver's keys:
+            review-29-attack-r108 F2).
+    """
     return ("an evaluation graph that restored the averages with that Saver and saved again "
             "writes the averages the same way, which the file cannot show: ckpt export --raw "
-            "--keys-are-raw writes them as the raw weights (a training run's); --averages-only "
-            "reads them as the averages (an evaluation graph's re-save) where export's refusal "
-            "offers it")
+            "--keys-are-raw writes them as the raw weights (a training run's); "
+            + (f"ckpt export {averages} reads them as the averages (an evaluation graph's "
+               "re-save)" if averages else
+               "export's refusal names the option that reads them as the averages (an "
+               "evaluation graph's re-save), where one does"))
 
 
 def stated_raw_said(n: int, example: str) -> str:

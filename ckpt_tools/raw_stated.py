@@ -89,6 +89,38 @@ def _unread_offer(ckpt: Checkpoint) -> str:
             f"{', exclude=[...]' if never else ''}) exports them as the averages")
 
 
+def listed_averages_option(ckpt: Checkpoint, ema_name: str | None = None) -> str:
+    """The ``ckpt export`` options that read a ``Saver(ema.variables_to_restore())``'s keys as
+    the averages (an evaluation graph's re-save), as ``list`` names them: ``--averages-only``
+    where the ``.meta``'s read accepts it, else ``--no-meta --averages-only`` (a renamed
+    Saver's keys, which the ``.meta``'s read refuses: review-29-attack-r108 F2), each with
+    the ``--exclude`` of every key the graph shows no EMA object averaging (F1) and the
+    ``--ema-name`` listed with, each only where the export plan accepts it
+    (:func:`~ckpt_tools.offer_probe.works`).
+
+    Returns:
+        the options as typed, or ``""`` where neither is accepted (then export's refusal
+        names what decides, if anything does).
+    """
+    from .never_averaged import exclude_text, never_averaged
+    from .offer_probe import works
+
+    if ckpt.meta is None or ckpt.objects is not None:
+        return ""
+    never = tuple(sorted(never_averaged(ckpt)))
+    left = (f" --ema-name {ema_name}" if ema_name else "") + (
+        f" {exclude_text(never)}" if never else "")
+    probe = ckpt.reopened(averages_only=True, keys_are_raw=False)
+    try:
+        for view, typed in ((probe, "--averages-only"),
+                            (probe.with_meta(False), "--no-meta --averages-only")):
+            if works(view, ema_name, exclude=never):
+                return typed + left
+    finally:
+        probe.close()
+    return ""
+
+
 def stated_raw_pairs(holders: dict[str, str]) -> dict[str, str]:
     """Returns key -> export name for the keys of ``holders`` (export name -> key, as
     :func:`~ckpt_tools.raw_shadows.restored_raw_holders` gives them) stored under another

@@ -643,3 +643,30 @@ def test_renamed_evaluation_resave_offers_the_statement_that_decides(made, tmp_p
         assert sorted(z.files) == ["model/fc/b", "model/fc/w"], z.files
         for n in ("fc/b", "fc/w"):
             assert _bits(z["model/" + n]) == _bits(truth[f"ema:{n}"]), n
+
+
+@pytest.mark.parametrize("case, option", [("ev_apply_ren", "--no-meta --averages-only"),
+                                          ("ev_apply", "--averages-only")])
+def test_list_names_the_export_that_reads_the_averages(made, case, option, tmp_path):
+    """review-29-attack-r108 F2 (list): on the renamed evaluation re-save (ev_apply_ren)
+    list said "--averages-only reads them as the averages ... where export's refusal offers
+    it", while --averages-only alone is refused there ("does not translate such keys"). It
+    now names the export the plan accepts (--no-meta --averages-only there, --averages-only
+    unprefixed), and that export, run as printed, writes the averages bit for bit."""
+    import re
+    import shlex
+
+    out, truth = made
+    code, text, err = run_cli(["list", str(out / case)])
+    assert code == 0, err
+    said = " ".join((text + err).split())
+    found = re.search(r"; ckpt export (--[^;(]*?) reads them as the averages", said)
+    assert found and found.group(1) == option, said
+    dst = tmp_path / "e.npz"
+    code, err = _export(out, case, *shlex.split(found.group(1)), dst=dst)
+    assert code == 0, err
+    prefix = "model/" if case == "ev_apply_ren" else ""
+    with np.load(dst) as z:
+        assert sorted(z.files) == [f"{prefix}fc/b", f"{prefix}fc/w"], z.files
+        for n in ("fc/b", "fc/w"):
+            assert _bits(z[prefix + n]) == _bits(truth[f"ema:{n}"]), n

@@ -199,3 +199,27 @@ def test_restored_record_states_only_the_keys_the_statement_read(made, case, opt
         doc = json.loads(text)
         assert doc["stated_averages_only"]["keys"] == stated, (where, doc)
         assert "averages_only_record" in doc, doc
+
+
+@pytest.mark.parametrize("case, prefix", [("pev_one", "model/"), ("ev_one", "")])
+def test_list_names_the_export_without_the_raw_key(made, case, prefix, tmp_path):
+    """review-29-attack-r108 F2 (list): list named "--averages-only ... where export's
+    refusal offers it" for these re-saves: refused alone on the renamed one, and reading
+    raw c's key as an average on either (F1). It now names the export the plan accepts, with
+    the --exclude of c's key, and that export, run as printed, writes w's and b's averages."""
+    out, truth = made
+    code, text, err = run_cli(["list", str(out / case)])
+    assert code == 0, err
+    said = " ".join((text + err).split())
+    found = re.search(r"; ckpt export (--[^;(]*?) reads them as the averages", said)
+    assert found, said
+    printed = shlex.split(found.group(1))
+    key = f"{prefix}c/ExponentialMovingAverage"
+    assert printed[-2:] == ["--exclude", key], said
+    dst = tmp_path / "e.npz"
+    code, err = _run("export", out, case, *printed, dst=dst)
+    assert code == 0, err
+    with np.load(dst) as z:
+        assert sorted(z.files) == [prefix + "b", prefix + "w"], z.files
+        for n in ("b", "w"):
+            assert _bits(z[prefix + n]) == _bits(truth[f"one:avg:{n}"]), n

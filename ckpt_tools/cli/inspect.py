@@ -301,7 +301,7 @@ def _print_table(out: Output, listing: Listing) -> None:
         out.summary(f"EMA: {len(raw_rows)} key(s) named as averages {IF_TRAINED} (marked "
                     f"'{RAW_MARK}'{f'; {hidden} of them not shown here' if hidden else ''}), "
                     f"as a Saver built from ema.variables_to_restore() writes them; "
-                    f"{readings_said()} ('ckpt map' says why)")
+                    f"{readings_said(listing.raw_offer)} ('ckpt map' says why)")
     open_rows = [v for v in listing.by_key.values() if _open(v) and v.name not in raw]
     if open_rows and not raw_rows and (listing.ema_evidence or {}).get("weights_are_averages"):
         # restore-ema's output: its weights are the averages, which export and eval use as
