@@ -110,6 +110,12 @@ def _probe(ckpt: Checkpoint, ema_name: str | None, exclude: tuple[str, ...],
     kept = dict(_COMMAND.get() or {})
     # the user's own --exclude globs stay, the offer's are added to them (r62 F4)
     excluded = [*(kept.pop("exclude", None) or ()), *exclude] or None
+    # ema_map states not_swapped on the checkpoint it is given (and its meta-less views): a
+    # probe's retry with it must not leave it stated there, or the refused command (a Python
+    # caller's next call on the same open checkpoint, show's fallback) reads the EMA copies
+    # as the averages, "because you stated --not-swapped", which nobody did (s30d)
+    views = {id(c): c for c in (ckpt, ckpt.with_meta(False), ckpt.with_meta(False, unread=False))}
+    stated = {k: c.not_swapped for k, c in views.items()}
     token = _PROBING.set(True)
     try:
         with warnings.catch_warnings():
@@ -132,6 +138,8 @@ def _probe(ckpt: Checkpoint, ema_name: str | None, exclude: tuple[str, ...],
                     kept = {**kept, "not_swapped": True}
             return None
     finally:
+        for k, c in views.items():
+            c.not_swapped = stated[k]
         _PROBING.reset(token)
 
 

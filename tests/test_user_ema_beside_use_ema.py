@@ -111,3 +111,25 @@ def test_stats_says_why_a_user_average_has_no_drift(made):
     assert code == 0, err
     assert "average(s) shown have no drift" in err and "measured from the weights" in err, err
     assert "EMA cop(ies)" not in err, err
+
+
+def test_a_refusals_probes_leave_no_not_swapped_stated(made, tmp_path):
+    """The refusal's offers are probed, the swap question set aside by a retry with
+    ``not_swapped``; ema_map stated it on the open checkpoint it was given, so it stayed
+    stated after the refusal: a Python caller's next call on that checkpoint read the
+    optimizer's copies as the averages without ``--not-swapped`` (exit 0), and ``show`` of a
+    copy printed "because you stated --not-swapped" (s30d, seen beside s29j F5)."""
+    from ckpt_tools import UnprovenPairingError, export_weights, open_checkpoint
+
+    out, _truth = made
+    with open_checkpoint(str(out / "all")) as ckpt:
+        with pytest.raises(UnprovenPairingError):
+            export_weights(ckpt, tmp_path / "a.npz", ema=True)
+        assert not ckpt.not_swapped
+        with pytest.raises(UnprovenPairingError) as exc:
+            export_weights(ckpt, tmp_path / "b.npz", ema=True, ema_name="optimizer")
+        assert exc.value.option == "--not-swapped", str(exc.value)
+    assert not (tmp_path / "b.npz").exists()
+    code, _o, err = run_cli(["show", str(out / "all"), "sgd/net_d1_kernel_average"])
+    assert "you stated --not-swapped" not in err, err
+    assert code == 6 and "--not-swapped" in err, err
