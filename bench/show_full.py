@@ -76,8 +76,8 @@ def show_full_rows(size: str, result: dict, row) -> list[dict]:
     """Each command's peak RSS beside the tensor's bytes: the ratio is its growth over the
     start-up peak to the tensor's size, and the target bounds that growth by the tensor
     read whole, a float64 working copy of it for the statistics, and one part of 64K values
-    formatted (3x the tensor + 48 MB: NumPy's text of a part costs about 30 MB); the whole
-    text (10 to 21 bytes a value) is never held.
+    formatted (3x the tensor + 32 MB); the whole text (10 to 21 bytes a value) is never
+    held.
 
     Args:
         row: ``report._row``.
@@ -95,8 +95,8 @@ def show_full_rows(size: str, result: dict, row) -> list[dict]:
         out.append(row(size, f"peak RSS, ckpt {name} ({result['values']:,} values, "
                        f"{text_mb:.0f} MB of text, {result[name]['wall_s']:.1f} s)", rss,
                        f"{tensor_mb:.2f} MB", "MB", grow / tensor_mb,
-                       f"growth over start-up ({base:.0f} MB) <= 3x tensor + 48 MB",
-                       grow <= 3 * tensor_mb + 48, "the tensor's bytes"))
+                       f"growth over start-up ({base:.0f} MB) <= 3x tensor + 32 MB",
+                       grow <= 3 * tensor_mb + 32, "the tensor's bytes"))
     return out
 
 

@@ -124,3 +124,20 @@ def test_full_json_through_a_closed_pipe_exits_quietly(tmp_path):
     proc.stdout.close()
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0 and not err, err.decode()
+
+
+@pytest.mark.parametrize("cells", [1, 3, 10])
+@pytest.mark.parametrize("case", ["dtypes", "towers_bn", "partitioned"])
+def test_cells_formatted_a_few_at_a_time_keep_the_text(case, cells, monkeypatch):
+    """A part's elements are formatted ``CELLS`` at a time, each time beside the witnesses
+    (NumPy's one-line text of a 64K part cost the square of its length: 1M values took 142 s):
+    the text is still NumPy's whole-array text."""
+    from ckpt_tools.cli import values_stream
+
+    monkeypatch.setattr(values_stream, "CELLS", cells)
+    with open_checkpoint(str(FIXTURES / case)) as ckpt:
+        for key in ckpt.entries():
+            value = ckpt.tensor(key)
+            want = format_values(value, full=True, precision=4, width=100)
+            got = "".join(stream_values(value, precision=4, width=100, part=64))
+            assert got == want, (case, key, cells)
