@@ -9,6 +9,7 @@ then the file style the map speaks and the weights left unaveraged (:func:`spoke
 from __future__ import annotations
 
 from . import roles as R
+from .apply_objects import offer_objects, owned_averages
 from .checkpoint import Checkpoint
 from .ema_ambiguous import ambiguous_message
 from .ema_apply_order import a_path_decides, an_order_pairs, lists_decide, optimizer_decides
@@ -34,13 +35,7 @@ from .ema_sources import (
     translated_unwritten,
     written_sources,
 )
-from .ema_updates import (
-    offer_objects,
-    owned_averages,
-    refuse_slot_sources,
-    stacked_sources,
-    update_ops,
-)
+from .ema_updates import refuse_slot_sources, stacked_sources, update_ops
 from .formats._record import Record
 from .listing import natural_key
 from .lone_named import unmarked_lone_averages

@@ -29,7 +29,7 @@ def scope_averages(ckpt: Checkpoint, variables, ema_name: str | None, use_meta: 
     """The averages (variable key -> average key) of the EMA object whose update ops' full
     name scope is ``ema_name`` (one holding a ``/``), where the ``.meta``'s update ops prove
     whose every TF1 average is (``scopes``: scope -> {variable: average}, see
-    :func:`~ckpt_tools.ema_updates.owned_averages`).
+    :func:`~ckpt_tools.apply_objects.owned_averages`).
 
     ``None`` (nothing proven: the name-based reading stands) where no scope is ``ema_name``,
     or where a stored TF1 average is named ``<variable>/<ema_name>`` and is not that object's
