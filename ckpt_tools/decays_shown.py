@@ -15,6 +15,9 @@ from .checkpoint import Checkpoint
 from .meta_shadows import update_ops_of
 
 _SHOWN = 3  # apply() calls named at most
+# why a tf.while_loop body's decay is not read (Branch.loop, note s29f)
+LOOPED = ("a decay in a tf.while_loop body, whose arguments are each iteration's values, "
+           "so the decay or num_updates counter passed in names no node of the graph")
 
 
 def other_decays_shown(ckpt: Checkpoint, averages: set[str]) -> str:
@@ -35,7 +38,8 @@ def other_decays_shown(ckpt: Checkpoint, averages: set[str]) -> str:
     if not labels:
         return ""
     said = [f"the updates of {label!r} reading "
-            + (f"decay {ops.decays[label]}" if ops.decays.get(label) else
-               "a decay it does not show") for label in labels[:_SHOWN]]
+            + (f"decay {ops.decays[label]}" if ops.decays.get(label) else LOOPED
+               if label in ops.looped else "a decay it does not show")
+            for label in labels[:_SHOWN]]
     more = f" and {len(labels) - _SHOWN} more" if len(labels) > _SHOWN else ""
     return "; the .meta shows " + ", ".join(said) + more

@@ -23,6 +23,7 @@ from __future__ import annotations
 import glob
 
 from .checkpoint import Checkpoint
+from .decays_shown import LOOPED
 from .ema_holders import refuse_split_holders
 from .ema_refusals import UnprovenPairingError, suffix_base
 from .ema_updates import part_update_ops
@@ -43,18 +44,21 @@ class Decay(Frozen):
         unread_of: with ``value`` None, the ``apply()`` it is of (as ``UpdateOps.applies``
             labels it), so each unknown decay is its own; ``""`` for a read one, which equal
             decays share.
+        looped: with ``value`` None, whether that ``apply()`` runs in a ``tf.while_loop``'s
+            body (:attr:`~ckpt_tools.formats.meta_updates.UpdateOps.looped`): why it is
+            unknown.
     """
 
-    _fields = ("value", "unread_of")
+    _fields = ("value", "unread_of", "looped")
 
-    def __init__(self, value: str | None, unread_of: str = "") -> None:
-        self.__dict__.update(value=value, unread_of=unread_of)
+    def __init__(self, value: str | None, unread_of: str = "", looped: bool = False) -> None:
+        self.__dict__.update(value=value, unread_of=unread_of, looped=looped)
 
     @classmethod
-    def of(cls, value: str | None, label: str) -> Decay:
+    def of(cls, value: str | None, label: str, looped: bool = False) -> Decay:
         """Returns ``apply()`` ``label``'s decay: ``value`` where read (non-empty), else its
-        own unknown one."""
-        return cls(value, "") if value else cls(None, label)
+        own unknown one (``looped``: in a ``tf.while_loop``'s body)."""
+        return cls(value, "") if value else cls(None, label, looped)
 
     def __lt__(self, other: Decay) -> bool:  # read ones by value, then unknown by apply()
         return ((self.value is None, self.value or "", self.unread_of)
@@ -70,6 +74,8 @@ class Decay(Frozen):
     def said(self) -> str:
         """How a refusal names it: ``decay 0.5``, ``decay tensor 'dc5'``, or that the
         ``.meta`` does not show it."""
+        if self.value is None and self.looped:
+            return LOOPED
         return "a decay the .meta does not show" if self.value is None else \
             f"decay {self.value}"
 
@@ -125,7 +131,8 @@ def apply_decays(ckpt: Checkpoint, pairs, use_meta: bool, left_out=None,
         # a decay the .meta does not show (an apply() in a function) counts as its own (r100
         # F1, F3); a tensor or variable decay is the node it is read from, which one object's
         # apply() calls share (read through a v1 cond's Switch: another node)
-        writers.setdefault(key(shadow), {})[label] = Decay.of(ops.decays.get(label), label)
+        writers.setdefault(key(shadow), {})[label] = Decay.of(ops.decays.get(label), label,
+                                                              label in ops.looped)
     held = held_variables(ckpt) or {}
     averages = {a for a, w in pairs if a != w}
     out: dict[str, dict[Decay, tuple[str, list[tuple[str, str]]]]] = {}

@@ -43,7 +43,7 @@ def update_ops(ckpt: Checkpoint) -> UpdateOps | None:
                                  for s, found in ops.copies.items()},
                          whole=ops.whole,
                          reads={key(s): (key(v), op) for s, (v, op) in ops.reads.items()},
-                         decays=ops.decays)
+                         decays=ops.decays, looped=ops.looped)
 
     return ckpt.memo("meta_update_ops", read)
 

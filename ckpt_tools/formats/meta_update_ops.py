@@ -127,6 +127,10 @@ class UpdateOps(Frozen):
             one node read by each shows one decay (review-27-attack-r100 F1). Left out where
             not read (a function's update, a decay not read as ``1 - decay``, two graphs
             disagreeing).
+        looped: the ``apply()`` calls (as ``applies`` names them) in a function a
+            ``tf.while_loop`` (or ``For``) runs, nested too: its arguments are each
+            iteration's values, so a decay or counter it is passed names no node of the graph
+            (:class:`~.graph_def.Branch` ``loop``) and its decay is not read.
     """
 
     averages: dict[str, tuple[str, str]]
@@ -140,8 +144,9 @@ class UpdateOps(Frozen):
     whole: bool
     reads: dict[str, tuple[str, str]]
     decays: dict[str, str]
+    looped: frozenset[str]
     _fields = ("averages", "slots", "grouped", "other_decay", "tensors", "writers", "applies",
-               "copies", "whole", "reads", "decays")
+               "copies", "whole", "reads", "decays", "looped")
 
     def __init__(self, averages: dict[str, tuple[str, str]],
                  slots: dict[str, tuple[str, str]],
@@ -153,12 +158,13 @@ class UpdateOps(Frozen):
                  copies: dict[str, tuple[tuple[str, str, str], ...]] | None = None,
                  whole: bool = True,
                  reads: dict[str, tuple[str, str]] | None = None,
-                 decays: dict[str, str] | None = None) -> None:
+                 decays: dict[str, str] | None = None,
+                 looped: frozenset[str] = frozenset()) -> None:
         self.__dict__.update(averages=averages, slots=slots, grouped=frozenset(grouped),
                              other_decay=frozenset(other_decay), tensors=dict(tensors or {}),
                              writers=dict(writers or {}), applies=dict(applies or {}),
                              copies=dict(copies or {}), whole=whole, reads=dict(reads or {}),
-                             decays=dict(decays or {}))
+                             decays=dict(decays or {}), looped=frozenset(looped))
 
 def op_updates(nodes, variable, function: str = "", said=None) -> UpdateOps:
     """The update ops among ``nodes`` (a graph's, or the ``function`` so named's), ``variable``

@@ -120,6 +120,7 @@ def _read_update_ops(path: str) -> UpdateOps | None:
     applies: dict[str, str] = {}
     copies: dict[str, list[tuple[str, str, str]]] = {}
     decays: dict[str, str] = {}
+    looped: set[str] = set()
     # the functions (v2 conds, tf.functions) of the .meta's graph or of each of a
     # SavedModel's meta graphs (review-18-attack-r39 F6, review-19-attack-r43 F2); where they
     # cannot all be read the reading is not whole, and proves no absence (r43 F3)
@@ -137,6 +138,7 @@ def _read_update_ops(path: str) -> UpdateOps | None:
                                                              if b.graph == at]))
         grouped |= each.grouped
         other_decay |= each.other_decay
+        looped |= each.looped
         for shadow, owner in each.averages.items():
             if averages.setdefault(shadow, owner) != owner:
                 differ.add(shadow)
@@ -162,7 +164,7 @@ def _read_update_ops(path: str) -> UpdateOps | None:
     return UpdateOps(kept, slots, grouped, other_decay,
                      {k: v for k, v in tensors.items() if k not in averages}, writers,
                      {k: v for k, v in applies.items() if k in kept}, unproven, whole, reads,
-                     {k: d for k, d in decays.items() if d})
+                     {k: d for k, d in decays.items() if d}, frozenset(looped))
 
 
 def _unframed(nodes, found: UpdateOps) -> UpdateOps:
@@ -251,8 +253,10 @@ def _graph_updates(graph: MetaGraph, branches=()) -> UpdateOps:
         for applied, decay in each.decays.items():  # a function's numbers (r103 F3)
             if found.decays.setdefault(applied, decay) != decay:
                 found.decays[applied] = ""  # called two ways, read two ways: not read
+        # a loop's apply() calls: their decay is not read (each iteration's arguments)
+        looped = frozenset(each.applies.values()) if branch.loop else frozenset()
         found = UpdateOps(found.averages, found.slots, found.grouped | each.grouped,
                           found.other_decay | each.other_decay, found.tensors, found.writers,
                           found.applies, found.copies, reads=found.reads,
-                          decays=found.decays)
+                          decays=found.decays, looped=found.looped | looped)
     return found
