@@ -96,3 +96,26 @@ def test_stated_name_says_whose_average_the_rest_is(made, tmp_path, name, left, 
     assert_npz_holds(tmp_path / "o.npz", {k: v for k, v in
                                           ((k.split(":")[1], v) for k, v in truth.items())
                                           if k in kept})
+
+
+def test_the_default_refusals_offers_work_as_printed_and_are_shortest(made, tmp_path):
+    """s29j F3 left: the default refusal was said to offer ``--ema-name slow --exclude 'c'
+    --allow-missing`` (``--allow-missing`` surplus). ema_decays._offers probes each offer
+    without ``--allow-missing`` first; each offer printed is run as printed here and exports
+    its object's averages bit for bit, none with ``--allow-missing``."""
+    out, truth = made
+    code, _o, err = run_cli(["export", str(out / "slowfast"), "-o", str(tmp_path / "x.npz")])
+    assert code == 6, err
+    line = " ".join(err.split())
+    said = re.search(r"; (--ema-name .*?) exports one object's averages", line)
+    assert said, line
+    offers = said.group(1).split(" or ")
+    assert len(offers) == 2 and not any("--allow-missing" in o for o in offers), offers
+    for i, offer in enumerate(offers):
+        dest = tmp_path / f"o{i}.npz"
+        code, _o, err = run_cli(["export", str(out / "slowfast"), "-o", str(dest),
+                                 *shlex.split(offer)])
+        assert code == 0, (offer, err)
+        own = "o0" if "slow" in offer else "o1"
+        assert_npz_holds(dest, {k.split(":")[1]: v for k, v in truth.items()
+                                if k.startswith(own + ":")})
