@@ -73,6 +73,12 @@ def same_bits(a, b) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
+def raw_bytes(a) -> bytes:
+    """The bytes of an array in C order (compared bit for bit: NaNs, -0.0; not its dtype or
+    shape, which :func:`same_bits` compares too)."""
+    return np.ascontiguousarray(a).tobytes()
+
+
 def set_terminal(monkeypatch, columns: int | None = 80, tty: bool = True) -> None:
     """Makes the CLI see a terminal (``tty``) of ``columns`` (``None``: leave COLUMNS), no
     colours."""

@@ -36,7 +36,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import run_cli, run_script
+from helpers import raw_bytes, run_cli, run_script
 from helpers_tf1 import PRELUDE
 
 SCRIPT = 'import os\nos.environ["TF_USE_LEGACY_KERAS"] = "1"\n' + PRELUDE + r'''
@@ -170,10 +170,6 @@ def made(tmp_path_factory):
     return out, run_script(SCRIPT, out)
 
 
-def _bits(a) -> bytes:
-    return np.ascontiguousarray(a).tobytes()
-
-
 def _export(out, case: str, *options: str, dst) -> tuple[int, str]:
     code, _, err = run_cli(["export", *options, str(out / case), "--out", str(dst)])
     return code, " ".join(err.split())
@@ -219,12 +215,12 @@ def test_each_statement_writes_what_the_keys_held(made, case, tmp_path):
         assert code == 0, err
         with np.load(dst) as z:
             for n in CASES[case]:
-                assert _bits(z[n]) == _bits(truth[f"{case}:{n}"]), (stated, n)
+                assert raw_bytes(z[n]) == raw_bytes(truth[f"{case}:{n}"]), (stated, n)
         dst.unlink()
     if case.startswith("ok"):  # the averages the training graph kept, restored
         bn = case.partition("_")[2]
         for n in CASES[case]:
-            assert _bits(truth[f"{case}:{n}"]) == _bits(truth[f"{bn}_ema:{n}"]), n
+            assert raw_bytes(truth[f"{case}:{n}"]) == raw_bytes(truth[f"{bn}_ema:{n}"]), n
 
 
 def test_evaluation_graph_statistic_keys_of_role_other_refused(made, tmp_path):
@@ -239,7 +235,7 @@ def test_evaluation_graph_statistic_keys_of_role_other_refused(made, tmp_path):
     assert code == 0, err
     with np.load(dst) as z:
         for n in STATS:
-            assert _bits(z[n]) == _bits(truth[f"ev_stat:{n}"]), n
+            assert raw_bytes(z[n]) == raw_bytes(truth[f"ev_stat:{n}"]), n
 
 
 @pytest.mark.parametrize("case", ["ev_frozen", "ev_metric"])
@@ -261,7 +257,8 @@ def test_a_local_metric_average_leaves_an_evaluation_graph_one(made, case, tmp_p
     assert code == 0, err
     with np.load(dst) as z:
         for n in NAMED["slim"]:
-            assert _bits(z[n]) == _bits(truth[f"slim_ema:{n}"]) == _bits(truth[f"{case}:{n}"]), n
+            assert raw_bytes(z[n]) == raw_bytes(truth[f"slim_ema:{n}"]) == raw_bytes(
+                truth[f"{case}:{n}"]), n
     if case == "ev_metric":  # word for word ev_frozen's
         for stated, err in said.items():
             code, other = _export(out, "ev_frozen", *stated.split(), dst=dst)

@@ -21,7 +21,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import raw_bytes, run_cli
 from helpers_tf1 import run_tf1_script
 
 SCRIPT = r'''
@@ -71,10 +71,6 @@ def made(tmp_path_factory):
     return out, run_tf1_script(SCRIPT, out)
 
 
-def _bits(a) -> bytes:
-    return np.ascontiguousarray(a).tobytes()
-
-
 def _exported(made, tmp_path, case: str, *options: str) -> dict:
     out, _ = made
     dest = tmp_path / f"{case}.npz"
@@ -96,7 +92,7 @@ def test_export_writes_the_averages_under_the_variables_names(made, tmp_path, ca
     base = case.removesuffix("_nometa")
     assert sorted(got) == ["b", "w"]
     for n in ("w", "b"):
-        assert _bits(got[n]) == _bits(truth[f"{base}:ema:{n}"]), n
+        assert raw_bytes(got[n]) == raw_bytes(truth[f"{base}:ema:{n}"]), n
 
 
 @pytest.mark.parametrize(("case", "key"), [("named", "slow"), ("scoped", None)])
@@ -122,7 +118,7 @@ def test_map_list_and_restore_ema(made, tmp_path, case, key):
     assert code == 0, err
     with ckpt_tools.open_checkpoint(str(baked)) as ckpt:
         for n in ("w", "b"):
-            assert _bits(ckpt.tensor(n)) == _bits(truth[f"{case}:ema:{n}"]), n
+            assert raw_bytes(ckpt.tensor(n)) == raw_bytes(truth[f"{case}:ema:{n}"]), n
 
 
 def test_python_export_of_a_named_ema(made, tmp_path):
@@ -134,7 +130,7 @@ def test_python_export_of_a_named_ema(made, tmp_path):
     ckpt_tools.export_weights(str(out / "named"), str(dest), ema_name="slow")
     with np.load(dest) as z:
         assert sorted(z.files) == ["b", "w"]
-        assert _bits(z["w"]) == _bits(truth["named:ema:w"])
+        assert raw_bytes(z["w"]) == raw_bytes(truth["named:ema:w"])
 
 
 @pytest.mark.parametrize(("case", "options"), [
@@ -202,7 +198,7 @@ def test_momentum_named_ema_with_meta(made, tmp_path):
     got = _exported(made, tmp_path, "mom")
     assert str(truth["mom:key:w"]) == "w/Momentum_1"
     for n in ("w", "b"):
-        assert _bits(got[n]) == _bits(truth[f"mom:ema:{n}"]), n
+        assert raw_bytes(got[n]) == raw_bytes(truth[f"mom:ema:{n}"]), n
 
 
 @pytest.mark.parametrize("case", ["named", "scoped"])

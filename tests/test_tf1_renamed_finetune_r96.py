@@ -18,7 +18,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import raw_bytes, run_cli
 from helpers_tf1 import run_tf1_script
 
 SCRIPT = r'''
@@ -95,10 +95,6 @@ def made(tmp_path_factory):
     return out, run_tf1_script(SCRIPT, out)
 
 
-def _bits(a) -> bytes:
-    return np.ascontiguousarray(a).tobytes()
-
-
 def _flat(err: str) -> str:
     return " ".join(err.split())
 
@@ -123,13 +119,13 @@ def test_raw_route_offered_is_the_route_that_works(made, case, tmp_path):
     doc = json.loads(text)
     assert doc["averaged"] == [] and len(doc["raw"]) == len(raw), doc
     if case == "part_init":
-        assert _bits(raw["fc/w/part_0"]) != _bits(raw["fc/w/part_1"])
+        assert raw_bytes(raw["fc/w/part_0"]) != raw_bytes(raw["fc/w/part_1"])
     with np.load(dst) as z:
         assert sorted(n.removeprefix("model/") for n in z.files) == sorted(raw), z.files
         for n in z.files:
             var = n.removeprefix("model/")
-            assert _bits(z[n]) == _bits(raw[var]), n
-            assert all(_bits(z[n]) != _bits(t) for k, t in truth.items()
+            assert raw_bytes(z[n]) == raw_bytes(raw[var]), n
+            assert all(raw_bytes(z[n]) != raw_bytes(t) for k, t in truth.items()
                        if ":raw:" not in k), n  # no average of any run or object
 
 
@@ -146,7 +142,7 @@ def test_named_own_default_export_is_its_own_averages(made, tmp_path):
         assert len(z.files) == 2, z.files
         for n in z.files:
             var = n.removeprefix("model/").removesuffix("/ExponentialMovingAverage")
-            assert _bits(z[n]) == _bits(truth[f"named_own:slow:{var}"]), n
+            assert raw_bytes(z[n]) == raw_bytes(truth[f"named_own:slow:{var}"]), n
 
 
 @pytest.mark.parametrize("more", [[], ["--tensor-averages"]])
@@ -164,7 +160,7 @@ def test_other_objects_averages_are_not_called_tensors(made, more, tmp_path):
     with np.load(dst) as z:
         assert sorted(z.files) == ["fc/b", "fc/w"], z.files
         for n in z.files:
-            assert _bits(z[n]) == _bits(truth[f"two_own:slow:{n}"]), n
+            assert raw_bytes(z[n]) == raw_bytes(truth[f"two_own:slow:{n}"]), n
     assert "averages of tensors that are not" not in err and "--tensor-averages" not in err, err
     assert "another EMA object's averages" in err, err
     assert "model/fc/b/ExponentialMovingAverage" in err and "the average of fc/b" in err, err
@@ -190,10 +186,11 @@ def test_list_names_other_objects_averages_as_averages(made):
                 row = rows[key]
                 assert (row["role"], row["ema_of"], row["ema_candidates"]) == (
                     "ema", var, []), row
-                assert _bits(ckpt.tensor(key)) == _bits(truth[f"two_own:{which}:{var}"]), key
+                assert raw_bytes(ckpt.tensor(key)) == raw_bytes(
+                    truth[f"two_own:{which}:{var}"]), key
             raw = rows[f"model/{var}/ExponentialMovingAverage_1"]
             assert raw["role"] == "ema" and raw["ema_of"] is None, raw
-            assert _bits(ckpt.tensor(f"model/{var}/ExponentialMovingAverage_1")) == _bits(
+            assert raw_bytes(ckpt.tensor(f"model/{var}/ExponentialMovingAverage_1")) == raw_bytes(
                 truth[f"two_own:raw:{var}"])
     code, text, err = run_cli(["list", str(out / "two_own")])
     assert code == 0, err

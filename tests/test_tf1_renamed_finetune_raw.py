@@ -18,7 +18,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import raw_bytes, run_cli
 from helpers_tf1 import run_tf1_script
 
 SCRIPT = r'''
@@ -91,10 +91,6 @@ def made(tmp_path_factory):
     return out, run_tf1_script(SCRIPT, out)
 
 
-def _bits(a) -> bytes:
-    return np.ascontiguousarray(a).tobytes()
-
-
 @pytest.mark.parametrize("case", CASES)
 def test_raw_tensor_averages_never_writes_raw_as_averages(made, case, tmp_path):
     """``export --raw --tensor-averages`` wrote the fine-tuned raw weights as "averaged",
@@ -110,7 +106,7 @@ def test_raw_tensor_averages_never_writes_raw_as_averages(made, case, tmp_path):
         assert doc["averaged"] == [], doc
         with np.load(dst) as z:
             for n in z.files:
-                assert any(_bits(z[n]) == _bits(truth[f"{case}:{v}"])
+                assert any(raw_bytes(z[n]) == raw_bytes(truth[f"{case}:{v}"])
                            for v in ("fc/w", "fc2/w", "fc/b")), n
         return
     assert code == 6 and not dst.exists(), err
@@ -143,5 +139,5 @@ def test_raw_export_rests_on_keys_are_raw_by_the_save_op(made, case, tmp_path):
         assert len(z.files) == 3, z.files
         for n in z.files:
             var = n.removeprefix("model/")
-            assert _bits(z[n]) == _bits(truth[f"{case}:{var}"]), n
-            assert _bits(z[n]) != _bits(truth[f"ema:{var}"]), n  # fine-tuned, not averages
+            assert raw_bytes(z[n]) == raw_bytes(truth[f"{case}:{var}"]), n
+            assert raw_bytes(z[n]) != raw_bytes(truth[f"ema:{var}"]), n  # fine-tuned, not averages

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import raw_bytes, run_cli
 from helpers_tf1 import run_tf1_script
 
 SCRIPT = r'''
@@ -74,10 +74,6 @@ def made(tmp_path_factory):
     return out, run_tf1_script(SCRIPT, out)
 
 
-def _bits(a) -> bytes:
-    return np.ascontiguousarray(a).tobytes()
-
-
 def _error(err: str) -> str:
     lines = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "Traceback" not in err, err
@@ -117,7 +113,7 @@ def test_the_exclude_offered_exports_slows_average(made, case, tmp_path):
     assert code == 0, err
     with np.load(dst) as z:
         assert z.files == [f"{pre}w"], z.files
-        assert _bits(z[f"{pre}w"]) == _bits(truth[f"{case}:slow:w"])
+        assert raw_bytes(z[f"{pre}w"]) == raw_bytes(truth[f"{case}:slow:w"])
 
 
 def test_the_first_refusal_offers_the_exclude_route(made, tmp_path):
@@ -146,7 +142,7 @@ def test_keys_are_raw_writes_the_trained_weights(made, case, tmp_path):
     with np.load(dst) as z:
         assert sorted(z.files) == [f"{pre}{v}" for v in "bcw"], z.files
         for v in "bcw":
-            assert _bits(z[f"{pre}{v}"]) == _bits(truth[f"{case}:raw:{v}"]), v
+            assert raw_bytes(z[f"{pre}{v}"]) == raw_bytes(truth[f"{case}:raw:{v}"]), v
 
 
 def _offered(line: str) -> list[str]:
@@ -186,7 +182,7 @@ def test_restore_ema_takes_the_exclude_it_offers(made, case, tmp_path):
         keys = set(ckpt.keys())
         assert not {f"{pre}{v}/ExponentialMovingAverage" for v in "bc"} & keys, keys
         got = ckpt.tensor(into)
-    assert _bits(got) == _bits(truth[f"{case}:slow:w"])
+    assert raw_bytes(got) == raw_bytes(truth[f"{case}:slow:w"])
     code, text, err = run_cli(["map", str(out / case), "--ema-name", "slow", *offered])
     assert code == 0, err
     assert f"{pre}w/slow\t{into}\n" in text, text
