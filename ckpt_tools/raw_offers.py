@@ -16,6 +16,7 @@ from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
 from .offer_probe import option_text, python_text, working
+from .raw_named_said import IF_TRAINED
 from .raw_shadows import raw_named_keys
 from .raw_stated import raw_offer
 from .saved_keys import held_variables
@@ -70,17 +71,19 @@ def without_raw_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
     said = (f"{ckpt.path}: {len(left)} variable(s) have keys under the EMA names "
             f"{', '.join(raw_names)} and {', '.join(names)}, but the .meta's saver wrote "
             f"every {' and '.join(raw_names)} key from its variable itself (e.g. {k} from {t}, "
-            "as a Saver built from ema.variables_to_restore() does), so those keys hold raw "
-            "values and only " + (f"{names[0]}'s are averages" if len(names) == 1 else
-                                  f"those named {', '.join(names)} are averages"))
+            f"as a Saver built from ema.variables_to_restore() does), so those keys {IF_TRAINED} "
+            "(an evaluation graph that restored the averages with that Saver and saved again "
+            "writes the averages the same way, which the file cannot show) and only "
+            + (f"{names[0]}'s are proven averages" if len(names) == 1 else
+               f"those named {', '.join(names)} are proven averages"))
     if len(names) == 1 and good and good[0] == (names[0], lacking(names[0]), False):
         name, out = names[0], lacking(names[0])
         shown = " ".join(f"--exclude {v!r}" for v in out[:4]) + (
             " ..." if len(out) > 4 else "")
         exclude = (f" {shown} (Python: ema_name={name!r}, exclude=[...]): "
                    f"{', '.join(out[:3])}{' ...' if len(out) > 3 else ''} have no average of "
-                   f"{name}, only keys holding their raw values, which --exclude leaves out "
-                   "(--allow-missing does not: their raw values lie under an average's name)"
+                   f"{name}, only keys that Saver wrote from them, which --exclude leaves out "
+                   "(--allow-missing does not: they are stored only under an average's name)"
                    if out else "")
         return UnprovenPairingError(
             f"{said}: pass --ema-name {name}" + (exclude or f" (Python: ema_name={name!r})"),

@@ -47,6 +47,7 @@ def graph(two):
             op = tf.group(first.apply([w, b, c]), slow.apply([w, b]))
         else:
             op = first.apply([w, b])
+    graph.first = first
     return (w, b, c), (slow if two else first), op
 
 
@@ -62,6 +63,9 @@ for two in (False, True):
             truth[f"{tag}:raw:c"] = s.run(c)
             for v in (w, b):
                 truth[f"{tag}:avg:{v.op.name}"] = s.run(ema.average(v))
+            if two:
+                for v in (w, b, c):
+                    truth[f"{tag}:first:{v.op.name}"] = s.run(graph.first.average(v))
     src = tf.train.latest_checkpoint(f"{out}/train_{tag}")
     for case, pre in (((f"ev_{tag}", ""), (f"pev_{tag}", "model/")) if not two
                       else ((f"ev_{tag}", ""),)):
@@ -72,6 +76,12 @@ for two in (False, True):
                 tf1.train.Saver(ema.variables_to_restore([w, b])).restore(s, src)
                 saver = tf1.train.Saver({pre + k: v for k, v in ema.variables_to_restore().items()})
                 saver.save(s, f"{out}/{case}/model.ckpt", global_step=3)
+with tf.Graph().as_default():  # review-29-attack-r108 F4: the evaluation re-save with the
+    graph(True)  # first object's Saver(variables_to_restore()): its keys hold its averages
+    saver = tf1.train.Saver(graph.first.variables_to_restore())
+    with tf1.Session() as s:
+        saver.restore(s, tf.train.latest_checkpoint(f"{out}/train_two"))
+        saver.save(s, f"{out}/evf_two/model.ckpt", global_step=3)
 np.savez(f"{out}/truth.npz", **truth)
 '''
 
@@ -223,3 +233,37 @@ def test_list_names_the_export_without_the_raw_key(made, case, prefix, tmp_path)
         assert sorted(z.files) == [prefix + "b", prefix + "w"], z.files
         for n in ("b", "w"):
             assert _bits(z[prefix + n]) == _bits(truth[f"one:avg:{n}"]), n
+
+
+def test_two_objects_refusal_says_what_the_file_proves(made, tmp_path):
+    """review-29-attack-r108 F4: an evaluation graph restored the first object's averages
+    with Saver(first.variables_to_restore()) and saved again with it, beside slow's
+    averages: the ExponentialMovingAverage keys hold first's averages (bit for bit), yet the
+    refusal said "so those keys hold raw values and only slow's are averages". It now says
+    what the save op shows: raw values if a training graph saved them, the averages if an
+    evaluation graph re-saved them; its offer, run as printed, still gives slow's averages."""
+    from ckpt_tools import open_checkpoint
+
+    out, truth = made
+    with open_checkpoint(str(out / "evf_two")) as ckpt:  # what the keys hold
+        for n in ("w", "b", "c"):
+            got = ckpt.tensor(f"{n}/ExponentialMovingAverage")
+            assert _bits(got) == _bits(truth[f"two:first:{n}"]), n
+        for n in ("w", "b"):
+            assert _bits(ckpt.tensor(f"{n}/slow")) == _bits(truth[f"two:avg:{n}"]), n
+    dst = tmp_path / "e.npz"
+    code, err = _run("export", out, "evf_two", dst=dst)
+    assert code == 6 and not dst.exists(), err
+    assert "so those keys hold raw values" not in err, err
+    assert ("so those keys hold their variables' raw values if a training graph saved them "
+            "(an evaluation graph that restored the averages with that Saver and saved again "
+            "writes the averages the same way, which the file cannot show) and only slow's "
+            "are proven averages") in err, err
+    found = re.search(r"pass (--ema-name slow[^(]*) \(Python", err)
+    assert found, err
+    code, err = _run("export", out, "evf_two", *shlex.split(found.group(1)), dst=dst)
+    assert code == 0, err
+    with np.load(dst) as z:
+        assert sorted(z.files) == ["b", "w"], z.files
+        for n in ("b", "w"):
+            assert _bits(z[n]) == _bits(truth[f"two:avg:{n}"]), n
