@@ -82,16 +82,17 @@ def works(ckpt: Checkpoint, ema_name: str | None = None, exclude: tuple[str, ...
 
 
 def exported(ckpt: Checkpoint, ema_name: str | None = None,
-             allow_missing: bool = False) -> dict[str, str]:
+             allow_missing: bool = False, exclude: tuple[str, ...] = ()) -> dict[str, str]:
     """What ``ckpt export --ema-name ema_name`` (with the refused command's own filters and
-    options, as :func:`works`) would write: output name -> the checkpoint key it reads, so
+    options, as :func:`works`, and each ``--exclude`` glob of ``exclude`` added) would write:
+    output name -> the checkpoint key it reads, so
     that an offer said to take certain keys is shown to take those, not another object's of
     the same name.
 
     Returns:
         `dict`: ``{}`` where that export is refused, or inside another probe.
     """
-    plan = _probe(ckpt, ema_name, (), allow_missing, False)
+    plan = _probe(ckpt, ema_name, exclude, allow_missing, False)
     return dict(plan[0]) if plan is not None and plan[1] else {}
 
 

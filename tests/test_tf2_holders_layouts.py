@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _holder_offers import listed_holders, printed_offers
 from helpers import assert_npz_holds, run_cli, run_script
 
 SCRIPT = r"""
@@ -222,8 +223,8 @@ for _ in range(3):
 ema = {"gen": {"kernel": e1.average(gv[0]), "bias": e1.average(gv[1])},
        "disc": {"kernel": e2.average(dv[0]), "bias": e2.average(dv[1])}}
 tf.train.Checkpoint(model=net, optimizer=opt, ema=ema).write(os.path.join(out, "k5", "ckpt"))
-np.savez(os.path.join(out, "truth.npz"), **{"model/gen/_kernel": ema["gen"]["kernel"].numpy(),
-                                            "model/gen/bias": ema["gen"]["bias"].numpy()})
+np.savez(os.path.join(out, "truth.npz"), **{f"model/{n}/{k.replace('kernel', '_kernel')}": a.numpy()
+                                            for n in ema for k, a in ema[n].items()})
 """
 
 
@@ -232,8 +233,9 @@ def test_keras3_per_layer_dicts_of_two_objects_stay_two_holders(tmp_path):
     ``ema={"gen": {"kernel", "bias"}, "disc": {...}}`` only the biases mirror their weights'
     paths: collapsing them merged gen's and disc's bias averages (two objects) into one holder
     ``ema``, whose offered ``--exclude`` exported them exit 0 (review-29-attack-r109 F1). The
-    holders are ``ema/gen`` and ``ema/disc``; the offer, typed as printed, exports gen's
-    averages bit for bit."""
+    holders are ``ema/gen`` and ``ema/disc``; each offer (one glob per other network,
+    ``--exclude 'ema/disc/*'``: r109 F4), typed as printed, exports one network's averages
+    bit for bit."""
     pytest.importorskip("tensorflow")
     pytest.importorskip("keras")
     out = tmp_path / "k5"
@@ -242,13 +244,21 @@ def test_keras3_per_layer_dicts_of_two_objects_stay_two_holders(tmp_path):
     _refused(out / "k5", tmp_path, "ema/gen", "ema/disc")
     code, _o, err = run_cli(["export", str(out / "k5"), "-o", str(tmp_path / "x.npz")])
     line = " ".join(err.split())
-    offer = "--exclude 'model/disc/_kernel' --exclude 'model/disc/bias'"
-    assert offer in line and "--exclude 'model/gen/_kernel' --exclude 'model/disc" not in line
-    code, _o, err = run_cli(["export", str(out / "k5"), "-o", str(tmp_path / "o.npz"),
-                             "--exclude", "model/disc/_kernel", "--exclude", "model/disc/bias"])
-    assert code == 0, err
+    assert "--exclude 'ema/disc/*' or --exclude 'ema/gen/*' exports" in line or \
+        "--exclude 'ema/gen/*' or --exclude 'ema/disc/*' exports" in line, line
+    groups = listed_holders(line)
+    assert groups == {"ema/disc": {"model/disc/_kernel", "model/disc/bias"},
+                      "ema/gen": {"model/gen/_kernel", "model/gen/bias"}}, line
     with np.load(out / "truth.npz") as t:
-        assert_npz_holds(tmp_path / "o.npz", {k: t[k] for k in t.files})
+        truth = {k: t[k] for k in t.files}
+    for i, args in enumerate(printed_offers(line)):
+        code, _o, err = run_cli(["export", str(out / "k5"), "-o", str(tmp_path / f"o{i}.npz"),
+                                 *args])
+        assert code == 0, err
+        with np.load(tmp_path / f"o{i}.npz") as z:
+            names = set(z.files)
+        assert names in groups.values(), (args, names)
+        assert_npz_holds(tmp_path / f"o{i}.npz", {k: truth[k] for k in names})
 
 
 MANY = r"""
@@ -258,7 +268,7 @@ import tensorflow as tf
 out = sys.argv[1]
 m = tf.Module()
 layers = []
-for i in range(8):
+for i in range(int(sys.argv[2])):
     layer = tf.Module()
     layer.w = tf.Variable([float(i)], name=f"l{i}/w")
     layers.append(layer)
@@ -277,10 +287,32 @@ def test_many_holders_give_a_bounded_refusal(tmp_path):
     three of them and says how many more there are, not one offer of seven ``--exclude``
     per holder (200 holders took 109 s and 983 KB: review-29-attack-r109 F4)."""
     pytest.importorskip("tensorflow")
-    run_script(MANY, tmp_path)
+    truth = run_script(MANY, tmp_path, "8")
     code, _o, err = run_cli(["export", str(tmp_path / "many"), "-o", str(tmp_path / "x.npz")])
     assert code == 6, err
     line = " ".join(err.split())
     assert "and 5 more holders" in line and "of 8 holders" in line, line
     assert line.count(" or --exclude") <= 2 and line.count("holds the averages of") == 3, line
     assert "--ema-name ExponentialMovingAverage" in line, line
+    offers = printed_offers(line)  # seven --exclude each (one weight per holder): printed
+    assert len(offers) == 3 and all(len(o) == 14 for o in offers), line
+    code, _o, err = run_cli(["export", str(tmp_path / "many"), "-o", str(tmp_path / "o.npz"),
+                             *offers[0]])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "o.npz", {"model/l0/w": truth["l0"]})
+
+
+def test_offers_over_the_cap_are_counted_not_printed(tmp_path):
+    """Twelve holders of one weight each: leaving out the other eleven takes eleven
+    ``--exclude`` options per offer; such offers are neither printed nor probed, the message
+    counts them and names the statement (200 holders printed 3 x 199 options:
+    review-29-attack-r109 F4 left)."""
+    pytest.importorskip("tensorflow")
+    run_script(MANY, tmp_path, "12")
+    code, _o, err = run_cli(["export", str(tmp_path / "many"), "-o", str(tmp_path / "x.npz")])
+    assert code == 6, err
+    line = " ".join(err.split())
+    assert "--exclude '" not in line and printed_offers(line) == [], line
+    assert ("exporting one holder's averages alone takes more --exclude options than are "
+            "listed here (8 at most): model/l0's 11, model/l1's 11, model/l10's 11;") in line, line
+    assert "--ema-name ExponentialMovingAverage states" in line, line
