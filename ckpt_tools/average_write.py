@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from . import roles as R
 from .average_carried import record_name, removable, write_record
 from .average_doubt import carry_doubt, doubt_to_carry
+from .average_graphs import refuse_disagreeing_graphs
 from .average_unknown import check_unknown_carried, unknown_to_carry
 from .checkpoint import Checkpoint
 from .emamap import ema_map, proven_pairs
@@ -235,6 +236,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
                 "with --allow-missing or --raw)")
     carry = doubt_to_carry(ckpts, ema, bake)  # refused where it cannot be carried
     unknown = unknown_to_carry(ckpts, ema, bake, pairing)  # ... and where nothing can be
+    refuse_disagreeing_graphs(ckpts)  # own graphs saying a key holds different things (r110 F5)
     source_of, to_average, assumed = plan_average(newest, ema, bake, pairing)
     inputs = Inputs([f for c in ckpts for f in c.input_files()] + list(extra))
     saved_model = newest.location.saved_model
