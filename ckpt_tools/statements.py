@@ -49,8 +49,8 @@ def moments_named_said(lone: dict[str, str]) -> str:
             "graph has")
 
 
-def stated_notes(ckpt, apply_order: str | None,
-                 ema_name: str | None = None) -> tuple[list[str], dict]:
+def stated_notes(ckpt, apply_order: str | None, ema_name: str | None = None,
+                 read=None) -> tuple[list[str], dict]:
     """The statements some pairing of ``ckpt`` rests on alone: the stated ``apply_order`` (the
     file cannot check how ``ema.apply()`` was called, so a wrong statement gives wrong
     averages) or, in a Keras file, the stated ``trainable`` or ``use_ema``.
@@ -59,6 +59,9 @@ def stated_notes(ckpt, apply_order: str | None,
         ckpt: the open checkpoint (opened with the statements: ``use_ema``, ``trainable``…).
         apply_order: the stated order (``"trainable"``, ``"tracked"``) or ``None``.
         ema_name: which EMA object's averages, as :func:`~ckpt_tools.emamap.ema_map` takes it.
+        read: the checkpoint keys the command reads (an export's sources, a map's), or
+            ``None`` (all it pairs): ``--averages-only`` keys its ``--exclude`` left out are
+            neither counted nor named (s30c "Left").
 
     Returns:
         `tuple[list[str], dict]`: the notes, in order, each a line to print as it is; and
@@ -161,6 +164,9 @@ def stated_notes(ckpt, apply_order: str | None,
         notes.append(f"note: {said}")
         found["stated_fit_order"] = True
     lone = stated_lone_averages(ckpt)
+    if read is not None:  # the keys the command read, not those its --exclude left out
+        keys = set(read)
+        lone = {s: t for s, t in lone.items() if s in keys}
     written = (written_sources(ckpt) or {}) if lone else {}
     evaluated = any(evaluation_graph(ckpt, s) for s in lone)
     # written from their variables by a graph that is no evaluation graph: the raw weights if

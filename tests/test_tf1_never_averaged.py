@@ -211,6 +211,28 @@ def test_restored_record_states_only_the_keys_the_statement_read(made, case, opt
         assert "averages_only_record" in doc, doc
 
 
+@pytest.mark.parametrize("case, options, prefix", [
+    ("pev_one", ["--no-meta", "--averages-only", "--exclude",
+                 "model/c/ExponentialMovingAverage"], "model/"),
+    ("ev_one", ["--averages-only", "--exclude", "c/ExponentialMovingAverage"], "")])
+@pytest.mark.parametrize("cmd", ["restore-ema", "export"])
+def test_statement_notes_count_only_the_keys_read(made, case, options, prefix, cmd, tmp_path):
+    """s30c "Left": with c's key (raw c) excluded, the statement's note said "3 key(s) named
+    as averages ... read as averages" and --json's stated_averages_only pairs named c's key
+    too, where only w's and b's keys were read. Both now name the two keys read."""
+    import json
+
+    out, _truth = made
+    dst = tmp_path / ("o.npz" if cmd == "export" else "r")
+    code, text, err = run_cli([cmd, *options, str(out / case), "--json",
+                               "--out" if cmd == "export" else "-o", str(dst)])
+    assert code == 0, err
+    said = " ".join(err.split())
+    assert "2 key(s)" in said and "3 key(s)" not in said, said
+    pairs = json.loads(text)["stated_averages_only"]["pairs"]
+    assert sorted(pairs) == [f"{prefix}{n}/ExponentialMovingAverage" for n in ("b", "w")], pairs
+
+
 @pytest.mark.parametrize("case, prefix", [("pev_one", "model/"), ("ev_one", "")])
 def test_list_names_the_export_without_the_raw_key(made, case, prefix, tmp_path):
     """review-29-attack-r108 F2 (list): list named "--averages-only ... where export's

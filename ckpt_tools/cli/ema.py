@@ -282,7 +282,7 @@ def map_command(
             whole = ema_map(ckpt, style=style, **{**options, "include": None, "exclude": None})
             whole.require_complete(left_out=set(whole.missing) - set(m.missing))
         names = display_names(ckpt)
-        note_stated_order(out, ckpt, apply_order, ema_name)
+        note_stated_order(out, ckpt, apply_order, ema_name, read=m.mapping)
         # --json stays the bare mapping: the notes say it; only what the map reads can
         # rest on the swap question (a user EMA's averages: review-29 s29j F5 left)
         note_assumed(out, ckpt, written=m.mapping)
@@ -331,13 +331,14 @@ def require_averaged(ckpt, options: dict, names: NameFilter | None, exclude) -> 
 
 
 def note_stated_order(out: Output, ckpt, apply_order: str | None,
-                      ema_name: str | None = None) -> dict:
+                      ema_name: str | None = None, read=None) -> dict:
     """Prints :func:`ckpt_tools.statements.stated_notes` on stderr (with ``-q`` too: the values
     are wrong if a statement is) and returns its fields for the command's ``--json`` document
-    (``{}`` when nothing rests on a statement)."""
+    (``{}`` when nothing rests on a statement). ``read``: the checkpoint keys the command read
+    (``None``: all it pairs), as ``stated_notes`` takes them."""
     from ..statements import stated_notes
 
-    notes, found = stated_notes(ckpt, check_apply_order(apply_order), ema_name)
+    notes, found = stated_notes(ckpt, check_apply_order(apply_order), ema_name, read)
     for note in notes:
         if note.startswith("warning: "):  # keys that hold raw weights if a training run saved
             out.warning(note.removeprefix("warning: "))  # them (review-26-user-u28 F1)

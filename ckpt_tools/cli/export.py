@@ -181,7 +181,8 @@ def export_command(
                                     apply_order=check_apply_order(apply_order),
                                     use_meta=not no_meta, strict=strict)
         # after the export: a refusal stays one line, without notes about statements
-        stated = (note_stated_order(out, ckpt, apply_order, ema_name) if result.averaged
+        stated = (note_stated_order(out, ckpt, apply_order, ema_name,
+                                    read=set(result.tensors.values())) if result.averaged
                   else {})
         if result.averaged:
             stated = {**stated, **note_assumed(out, ckpt, written=result.tensors.values())}

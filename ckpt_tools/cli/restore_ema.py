@@ -189,7 +189,8 @@ def restore_ema_command(
         if dry_run:
             result = write_ema(ckpt, out_dir, name=name, fmt=fmt, dry_run=True,
                                overwrite=force, slots=slots, **options)
-            stated = note_stated_order(out, ckpt, apply_order, ema_name)
+            stated = note_stated_order(out, ckpt, apply_order, ema_name,
+                                       read=result.ema_map.mapping)
             stated = {**stated, **note_assumed(out, ckpt, written=result.ema_map.mapping)}
             warn_unaveraged(out, result.ema_map)
             if json_out:
@@ -207,7 +208,8 @@ def restore_ema_command(
                                verify=not no_verify, slots=slots, progress=bar.advance,
                                progress_total=None if url else (  # what is written (s29g)
                                    lambda written: bar.update(0, written)), **options)
-        stated = note_stated_order(out, ckpt, apply_order, ema_name)  # after: see export
+        stated = note_stated_order(out, ckpt, apply_order, ema_name,  # after: see export
+                                   read=result.ema_map.mapping)
         # what the averages written were read from (a user EMA's: no swap question, r104 F5)
         stated = {**stated, **note_assumed(out, ckpt, written=result.ema_map.mapping)}
     out.wrote(result.output)
