@@ -23,9 +23,12 @@ __all__ = ["graph_digest", "names_mislead", "own_graph_doubt", "refuse_foreign_g
 
 def names_mislead(ckpt) -> bool:
     """Whether the graph file read for the TF1 checkpoint ``ckpt`` records a save op that
-    wrote a key from another variable than its name (a swapping Saver, a training
-    ``Saver(ema.variables_to_restore())``), or several save ops writing its keys from
-    different variables (two Savers: nothing says which wrote it).
+    wrote a key whose name says another role than what it holds (a swapping Saver, a training
+    ``Saver(ema.variables_to_restore())``: :func:`_misleads`; any key written from a variable
+    of another name where the graph proves no average), or several save ops writing its keys
+    from different variables (two Savers: nothing says which wrote it). A consistent scope
+    rename (``net/W`` from ``model/W``, ``net/W/ExponentialMovingAverage`` from its average)
+    does not mislead (review-30-attack-r110 F8).
 
     Returns:
         `bool` (``False`` where no graph is read or it records no save op).
@@ -38,7 +41,48 @@ def names_mislead(ckpt) -> bool:
     sources = written_sources(ckpt)
     if sources is None:
         return why_unwritten(ckpt) == CROSSED
-    return any({PART.sub("", v) for v in vs} != {k} for k, vs in sources.items())
+    written = {k: {PART.sub("", v) for v in vs} for k, vs in sources.items()}
+    renamed = {k: vs for k, vs in written.items() if vs != {k}}
+    if not renamed:
+        return False
+    from .meta_shadows import update_ops_of
+
+    ops = update_ops_of(ckpt.meta)
+    averages = {} if ops is None else ops[0].averages
+    if not averages:  # no average the graph proves: every renamed key is doubted
+        return True
+    return any(_misleads(k, vs, written, averages, ckpt.meta) for k, vs in renamed.items())
+
+
+_EMA = "ExponentialMovingAverage"
+
+
+def _misleads(key: str, sources: set[str], written: dict[str, set[str]], averages: dict,
+              meta) -> bool:
+    """Whether ``key``'s name says another role than what the save op wrote into it
+    (``sources``): a plain name written from an average, an average's name
+    (``<base>/<EMA name>``) written from a variable or from the average of another variable
+    than the one ``<base>`` holds (``written``: key -> its sources), or another graph
+    variable's name. A scope rename (``net/W`` from ``model/W``, ``net/W/<EMA name>`` from
+    ``model/W/<EMA name>``) says what it holds (review-30-attack-r110 F8).
+
+    Returns:
+        `bool`."""
+    from .saved_keys import PART
+
+    if len(sources) != 1:
+        return True
+    (src,) = sources
+    owner = {PART.sub("", s): PART.sub("", v) for s, (v, _) in averages.items()}
+    suffixes = {_EMA} | {s[len(o) + 1:] for s, o in owner.items() if s.startswith(o + "/")}
+    of = owner.get(src) or next((src[:-len(x) - 1] for x in suffixes
+                                 if src.endswith("/" + x)), None)
+    base = next((key[:-len(x) - 1] for x in suffixes if key.endswith("/" + x)), None)
+    if of is not None:  # written from an average: its name must be its variable's average's
+        return base is None or not (base == of or written.get(base) == {of})
+    if base is not None:  # an average's name written from a variable
+        return True
+    return key in {PART.sub("", n) for n in meta.variables}
 
 
 def graph_digest(path: str | None) -> str | None:

@@ -1,0 +1,78 @@
+"""An average of a run whose Saver renames the scope without a swap is not marked
+(review-30-attack-r110 F8): ``{"net/W": W, "net/W/ExponentialMovingAverage": ema.average(W),
+...}`` (porting a model) writes each key's name's own role, yet ``names_mislead`` flagged any
+key written from a variable of another name: the average was marked ``names_doubted`` and its
+``.index`` + ``.data`` copy refused as "a swapping Saver's graph", though the input's own copy
+reads right. A Saver that writes an average's name from another variable's average stays
+marked. Truth: ``sess.run`` at each save of real TF1 Savers (graph mode)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
+from test_marked_outputs import KEY, _copy
+
+SCRIPT = '''
+def run(name, crossed):
+    with tf.Graph().as_default():
+        gs = tf1.train.get_or_create_global_step()
+        with tf1.variable_scope("model"):
+            w = tf1.get_variable("W", [2])
+            v = tf1.get_variable("V", [2], initializer=tf1.constant_initializer(0.3))
+        loss = tf.reduce_sum(tf.square(w * 2.0 + v - 1.0))
+        train = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
+        ema = tf1.train.ExponentialMovingAverage(0.9)
+        with tf.control_dependencies([train]):
+            step = ema.apply([w, v])
+        e = "ExponentialMovingAverage"
+        saver = tf1.train.Saver({"global_step": gs, "net/W": w, "net/V": v,
+                                 f"net/W/{e}": ema.average(v if crossed else w),
+                                 f"net/V/{e}": ema.average(w if crossed else v)},
+                                max_to_keep=None)
+        with trained(tf, step, 0) as s:
+            for i in (1, 2, 3):
+                s.run(step)
+                saver.save(s, f"{out}/{name}/model.ckpt", global_step=i)
+                for k, x in (("W", w), ("V", v)):
+                    truth[f"{name}:{i}:avg:net/{k}"] = s.run(ema.average(x))
+
+run("renamed", False)
+run("crossed", True)
+'''
+NAMES = ("net/W", "net/V")
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("marked_scope_rename")
+    return out, run_tf1_script(SCRIPT, out)
+
+
+def test_scope_renaming_savers_average_is_not_marked(made, tmp_path):
+    out, truth = made
+    code, _, err = run_cli(["average", str(out / "renamed/model.ckpt-3"),
+                            str(out / "renamed/model.ckpt-2"), "--out", str(tmp_path / "a")])
+    assert code == 0, err
+    code, listed, err = run_cli(["list", str(tmp_path / "a/model.ckpt-3")])
+    assert KEY not in listed  # no mark written (the record key is listed when present)
+    ckpt = _copy(tmp_path / "a", "model.ckpt-3", tmp_path / "c", only=(".index", ".data"))
+    code, _, err = run_cli(["export", str(ckpt), "--out", str(tmp_path / "c.npz")])
+    assert code == 0, err  # was 6: "a swapping Saver's graph ... doubts"
+    with np.load(tmp_path / "c.npz") as z:
+        for key in NAMES:
+            want = ((truth[f"renamed:2:avg:{key}"].astype(np.float64)
+                     + truth[f"renamed:3:avg:{key}"]) / 2).astype(np.float32)
+            np.testing.assert_array_equal(z[key], want)
+
+
+def test_an_average_name_written_from_another_variables_average_stays_marked(made, tmp_path):
+    out, _ = made
+    code, _, err = run_cli(["average", str(out / "crossed/model.ckpt-3"),
+                            str(out / "crossed/model.ckpt-2"), "--out", str(tmp_path / "a")])
+    assert code == 0, err
+    ckpt = _copy(tmp_path / "a", "model.ckpt-3", tmp_path / "c", only=(".index", ".data"))
+    code, _, err = run_cli(["export", str(ckpt), "--out", str(tmp_path / "c.npz")])
+    assert code == 6 and KEY in " ".join(err.split()), err
+    assert not (tmp_path / "c.npz").exists()
