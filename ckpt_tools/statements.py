@@ -61,7 +61,9 @@ def stated_notes(ckpt, apply_order: str | None, ema_name: str | None = None,
         ema_name: which EMA object's averages, as :func:`~ckpt_tools.emamap.ema_map` takes it.
         read: the checkpoint keys the command reads (an export's sources, a map's), or
             ``None`` (all it pairs): ``--averages-only`` keys its ``--exclude`` left out are
-            neither counted nor named (s30c "Left").
+            neither counted nor named (s30c "Left"), and no note says EMA copies were read as
+            the averages under ``--not-swapped`` where none of them (nor a weight they cover)
+            is read (s30d "Left").
 
     Returns:
         `tuple[list[str], dict]`: the notes, in order, each a line to print as it is; and
@@ -93,6 +95,7 @@ def stated_notes(ckpt, apply_order: str | None, ema_name: str | None = None,
     from .swap_assumed import SLOT_STATED_NOTE, slot_pairs
     from .tfk_order import recorded_averages
     from .tfk_order import stated_note as tf_keras_stated_note
+    from .user_ema_swap import reads_swappable
 
     refuse_apply_order(ckpt, apply_order)  # before any note: a usage error says it alone
     notes: list[str] = []
@@ -123,6 +126,8 @@ def stated_notes(ckpt, apply_order: str | None, ema_name: str | None = None,
         found["stated_optimizer"] = said_opt
     swap = ckpt.not_swapped and (layout is not None and layout.use_ema and layout.averages
                                  and not layout.tf_keras or layout is None and object_pairs(ckpt))
+    if swap and read is not None and not reads_swappable(ckpt, read):
+        swap = False  # a user EMA's averages only: no copy is read as the averages (s30d)
     if ckpt.not_swapped and not swap and layout is None and slot_pairs(ckpt):
         notes.append(f"note: {SLOT_STATED_NOTE}")  # swap_weights(): average slots
         found["stated_not_swapped"] = True

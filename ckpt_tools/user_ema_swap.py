@@ -53,8 +53,19 @@ def unswapped_written(ckpt: Checkpoint, assumed: list[Assumption],
     """
     if OBJECT_NOT_SWAPPED not in assumed:
         return assumed
-    copies = object_pairs(ckpt)
-    read = set(sources)
-    if copies and not read & (set(copies) | set(copies.values())):
+    if not reads_swappable(ckpt, sources):
         return [a for a in assumed if a != OBJECT_NOT_SWAPPED]
     return assumed
+
+
+def reads_swappable(ckpt: Checkpoint, sources) -> bool:
+    """Whether reading ``sources`` (the checkpoint keys a command reads) can rest on
+    ``--not-swapped``: it reads a Keras 3 optimizer's ``use_ema`` copy or a weight those copies
+    cover, or the checkpoint shows no such copies to tell.
+
+    Returns:
+        `bool`: ``False`` only where copies are shown and ``sources`` reads none of them nor
+        any weight they cover.
+    """
+    copies = object_pairs(ckpt)
+    return not copies or bool(set(sources) & (set(copies) | set(copies.values())))

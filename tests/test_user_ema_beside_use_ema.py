@@ -103,6 +103,29 @@ def test_map_and_restore_ema_say_no_swap_note_for_the_user_averages(made, comman
     assert code == 6 and "--not-swapped" in err, err
 
 
+@pytest.mark.parametrize("command", ["map", "export", "restore-ema"])
+def test_not_swapped_stated_names_no_copy_read_for_the_user_averages(made, command, tmp_path):
+    """s30d "Left": with --not-swapped, the user object's averages read (no copy) still got
+    "note: EMA copies read as the averages because you stated --not-swapped", naming an
+    object the command never read. Only the optimizer's copies get it now."""
+    out, truth = made
+    dest = {"map": [], "export": ["-o", str(tmp_path / "x.npz")],
+            "restore-ema": ["-o", str(tmp_path / "r")]}[command]
+    code, _o, err = run_cli([command, str(out / "all"), "--ema-name", "ema", "--not-swapped",
+                             *dest])
+    assert code == 0, err
+    assert "EMA copies read as the averages" not in err, err
+    if command == "export":
+        assert_npz_holds(tmp_path / "x.npz", _of(truth, "user"))
+    dest = {"map": [], "export": ["-o", str(tmp_path / "y.npz")],
+            "restore-ema": ["-o", str(tmp_path / "s")]}[command]
+    code, _o, err = run_cli([command, str(out / "all"), "--ema-name", "optimizer",
+                             "--not-swapped", *dest])
+    assert code == 0, err
+    assert "EMA copies read as the averages because you stated --not-swapped" in " ".join(
+        err.split()), err
+
+
 def test_stats_says_why_a_user_average_has_no_drift(made):
     """``stats`` shows the user averages' drift from the weights, which a swap replaces: the
     question is real there, and its note says so rather than calling them swapped copies."""
