@@ -189,6 +189,27 @@ def test_restore_ema_takes_the_exclude_it_offers(made, case, tmp_path):
     assert f"{pre}b/" not in text and f"{pre}c/" not in text, text
 
 
+def test_slow_refusal_claims_no_more_than_the_file_proves(made, tmp_path):
+    """s30c "Left" (as review-29-attack-r108 F4): the refusal said flatly "so the checkpoint
+    holds no average of them", where the evaluation graph's re-save holds first's averages
+    under those keys (checked against the session's values). It says only that the file
+    proves none, and what a training graph's save would hold."""
+    out, truth = made
+    from ckpt_tools import open_checkpoint
+
+    with open_checkpoint(str(out / "eval")) as ckpt:  # first's averages, not raw weights
+        for n in ("b", "c"):
+            got = ckpt.tensor(f"model/{n}/ExponentialMovingAverage")
+            assert raw_bytes(got) == raw_bytes(truth[f"train:first:{n}"]), n
+    code, _, err = run_cli(["export", str(out / "eval"), "--ema-name", "slow",
+                            "--out", str(tmp_path / "e.npz")])
+    line = _error(err)
+    assert code == 6, err
+    assert "holds no average of them" not in line, line
+    assert "the file proves no average of them: saved by a training graph, they hold the " \
+        "raw weights" in line, line
+
+
 @pytest.mark.parametrize("case", ["np", "model", "eval"])
 def test_slow_refusal_offers_no_averages_only(made, case, tmp_path):
     """Under ``--ema-name slow`` the keys of ``b`` and ``c`` hold raw values or ``first``'s
