@@ -24,6 +24,7 @@ from .formats._write import Inputs, check_file_name, copy_file, os_errors
 from .formats.bundle_writer import BundleWriter, write_state_file
 from .formats.savedmodel import VARIABLES_PREFIX
 from .formats.staged_dir import StagedDir
+from .no_meta_mark import silenced, written_warning
 from .output_graphs import refuse_held_graph
 from .saved_swaps import shadow_keys
 from .written_roles import written_shadows, written_variables
@@ -78,6 +79,9 @@ class AverageResult:
         merged: each group of two or more paths given that were taken as one checkpoint
             (distinct files of it, as a shell glob gives them), as given
             (:mod:`~ckpt_tools.average_inputs`); not in ``to_dict()``.
+        warnings: what the writer warns of (``--no-meta`` left a graph doubting the inputs'
+            names unread: :func:`~ckpt_tools.no_meta_mark.written_warning`); not in
+            ``to_dict()`` (the CLI's ``--json`` "warnings" has them).
     """
 
     prefix: str
@@ -95,6 +99,7 @@ class AverageResult:
     doubt_removed: list[str] = field(default_factory=list)
     records: list[str] = field(default_factory=list)
     merged: list[list[str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"output": self.prefix, "inputs": self.inputs, "newest": self.newest,
@@ -238,6 +243,11 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
     unknown = unknown_to_carry(ckpts, ema, bake, pairing)  # ... and where nothing can be
     refuse_disagreeing_graphs(ckpts)  # own graphs saying a key holds different things (r110 F5)
     source_of, to_average, assumed = plan_average(newest, ema, bake, pairing)
+    use_meta = (pairing or {}).get("use_meta", True)
+    # --ema --bake --no-meta over an input's graph (or mark) deciding or doubting its names:
+    # a statement its mark records and every read repeats (review-29-attack-r107 F3)
+    unread = None if use_meta or not bake else next(
+        filter(None, (silenced(c.with_meta(False)) for c in reversed(ckpts))), None)
     inputs = Inputs([f for c in ckpts for f in c.input_files()] + list(extra))
     saved_model = newest.location.saved_model
     stale: list[str] = []
@@ -274,8 +284,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
         averaged, copied, nbytes, nonfinite = _write_average(
             ckpts, prefix, source_of, to_average, progress, stage.shown,
             average_mark(ckpts, carry, unknown, bake,
-                         None if saved_model else newest.with_meta(
-                             (pairing or {}).get("use_meta", True))))
+                         None if saved_model else newest.with_meta(use_meta), unread))
         carried: list[str] = []
         records: list[str | None] = []
         if saved_model:
@@ -284,8 +293,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
             copy_saved_model_files(saved_model, stage.path, stage.shown)
         else:
             # --no-meta (pairing use_meta=False): the .meta not read is not copied either
-            _copy_meta(newest.with_meta((pairing or {}).get("use_meta", True)), prefix,
-                       stage.shown)
+            _copy_meta(newest.with_meta(use_meta), prefix, stage.shown)
             write_state_file(work, name, stage.shown)  # names the output's own prefix, relative
             # the graphs doubting the inputs' names, beside the output: doubted the same way
             # (review-25-attack-r87 F3); checked in the stage, never published otherwise
@@ -307,11 +315,12 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
                          saved_model=out_dir if saved_model else None, nonfinite=nonfinite,
                          assumed=assumed, doubt_carried=carried,
                          doubt_removed=[os.path.join(out_dir, f) for f in stale],
-                         records=[os.path.basename(r) for r in records if r])
+                         records=[os.path.basename(r) for r in records if r],
+                         warnings=[written_warning(unread)] if unread else [])
 
 
 def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
-                 copied: Checkpoint | None = None) -> dict | None:
+                 copied: Checkpoint | None = None, unread: str | None = None) -> dict | None:
     """The mark (:mod:`~ckpt_tools.tools_mark`) the average of ``ckpts`` carries inside its
     bundle: the doubting graphs ``carry`` (or the inputs whose graphs are ``unknown``) beside
     its inputs, which the sidecar record and carried copies lose with any rename or copy of
@@ -319,7 +328,9 @@ def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
     names mislead (a swapping Saver's run saved with a ``.meta`` each time: the output's
     ``.meta`` is lost by a copy of its ``.index`` + ``.data``, review-29-attack-r107 F1), with
     the SHA-256 of the graph copied as the output's own from ``copied`` (the newest input as
-    read); the statements ``--ema --bake`` wrote it under; and every input's own mark.
+    read); the statements ``--ema --bake`` wrote it under (``--no-meta`` where it left
+    ``unread`` a graph or mark deciding or doubting the inputs' names:
+    :func:`~ckpt_tools.no_meta_mark.silenced`); and every input's own mark.
 
     Returns:
         `dict`, or ``None`` where there is nothing to say.
@@ -342,6 +353,8 @@ def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
     if bake and any(c.not_swapped and c.objects is None  # a TF1 Saver's, stated
                     and getattr(c.reader, "keras", None) is None for c in ckpts):
         stated["not_swapped"] = True
+    if bake and unread:
+        stated["no_meta"] = True
     mark = output_mark(ckpts, stated, doubted, "ckpt average")
     if names_doubted(mark) and copied is not None and copied.location.meta_path \
             and not copied.meta_unread:  # the graph written beside it (_copy_meta), by bytes

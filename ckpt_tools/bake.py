@@ -36,6 +36,7 @@ from .formats._write import (
 from .formats.bundle import data_path
 from .formats.bundle_writer import BundleWriter, write_state_file
 from .formats.savedmodel import VARIABLES_PREFIX
+from .no_meta_mark import silenced, written_warning
 from .raw_shadows import raw_named_keys, raw_named_warning
 from .rescope_clash import refuse_rescope_clash
 from .restored_record import recorded_statements, write_record
@@ -320,7 +321,10 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
         elif meta_src and not renamed and not dropped:  # before the index: a present .index
             files.append(copy_atomic(meta_src, prefix + ".meta", shown))  # means "complete"
         read = read_keys(source_of)
-        add_mark(writer, written_mark(ckpt, read))  # in the bundle: no copy loses it (r105 F4)
+        unread = silenced(ckpt)  # --no-meta over a graph or mark doubting it (r107 F3)
+        if unread:
+            warnings.append(written_warning(unread))
+        add_mark(writer, written_mark(ckpt, read, unread))  # in the bundle: no copy loses it
         files += writer.finish()
     if state_file:  # a checkpoint (not a SavedModel's variables/): the statements it needs
         record = write_record(prefix, _stated_for(ckpt, prefix + ".meta" in files, read),
@@ -338,15 +342,19 @@ def read_keys(source_of: dict[str, str]) -> frozenset[str]:
     return frozenset(s for t, s in source_of.items() if s != t)
 
 
-def written_mark(ckpt: Checkpoint, read=None) -> dict | None:
+def written_mark(ckpt: Checkpoint, read=None,
+                 unread: str | None = None) -> dict | None:
     """The mark (:mod:`~ckpt_tools.tools_mark`) restore-ema's output of ``ckpt`` carries in
     its bundle: the statements it was read under (``--averages-only``, ``--saver-def-wrote``,
-    ``--not-swapped`` stated by the user) and the input's own mark, which a sidecar record
+    ``--not-swapped`` stated by the user; ``--no-meta`` where it left ``unread``
+    (:func:`~ckpt_tools.no_meta_mark.silenced`) a graph or mark deciding or doubting its
+    names: review-29-attack-r107 F3) and the input's own mark, which a sidecar record
     loses with any copy, rename or upload (review-28-attack-r105 F4, F5).
 
     Args:
         read: the keys the output's variables were written from (:func:`read_keys`): the
             ``--averages-only`` keys stated are those (``None``: all it pairs).
+        unread: what ``--no-meta`` left unread (:func:`~ckpt_tools.no_meta_mark.silenced`).
 
     Returns:
         `dict`, or ``None`` where there is nothing to say.
@@ -355,6 +363,8 @@ def written_mark(ckpt: Checkpoint, read=None) -> dict | None:
     if getattr(ckpt, "not_swapped", False) and ckpt.objects is None \
             and getattr(ckpt.reader, "keras", None) is None:  # a TF1 Saver's, stated
         stated["not_swapped"] = True
+    if unread:
+        stated["no_meta"] = True
     return output_mark([ckpt], stated, None, "ckpt restore-ema")
 
 

@@ -389,6 +389,12 @@ class Checkpoint(StoredTensors, KeyPaths):
         :attr:`meta` was read from, ``None`` where there is none or it is left unread."""
         return self.location.meta_path or self.meta_stated if self.meta is not None else None
 
+    @property
+    def graph_declined(self) -> bool:
+        """Whether it is read with no graph by the caller's choice: opened with ``meta=False``
+        (``--no-meta``) or a :meth:`with_meta` ``(False)`` view of it."""
+        return not self._options["meta"]
+
     def with_meta(self, use_meta: bool, *, unread: bool = True) -> Checkpoint:
         """This checkpoint as ``use_meta`` sees it: itself, or (``use_meta=False``, the
         Python side of ``--no-meta``) a view of it without its graph, exactly as if the

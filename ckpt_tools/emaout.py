@@ -249,6 +249,7 @@ def _stream_to_url(ckpt: Checkpoint, directory: str, name: str | None, overwrite
     from .formats.bundle_writer import BundleWriter, state_file_text
     from .formats.remote import url_join
     from .formats.remote_stream import CheckpointStream
+    from .no_meta_mark import silenced, written_warning
     from .raw_shadows import raw_named_warning
     from .save_op import graph_named
     from .tools_mark import add_mark
@@ -278,8 +279,11 @@ def _stream_to_url(ckpt: Checkpoint, directory: str, name: str | None, overwrite
                                                             drop, progress, strip, add,
                                                             leave_out=raw)
             # no record is uploaded: the mark inside the bundle states it (r105 F5)
-            add_mark(writer, written_mark(ckpt.with_meta(map_options.get("use_meta", True)),
-                                          read_keys(source_of)))
+            view = ckpt.with_meta(map_options.get("use_meta", True))
+            unread = silenced(view)  # --no-meta over a graph or mark doubting it (r107 F3)
+            if unread:
+                warnings.append(written_warning(unread))
+            add_mark(writer, written_mark(view, read_keys(source_of), unread))
             index = writer.finish_stream()
         out.done(data)
         if meta:  # before the .index that commits the checkpoint (review-28-attack-r102 F2)

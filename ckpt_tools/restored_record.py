@@ -247,7 +247,8 @@ def stated_fields(ckpt: Checkpoint) -> dict:
         ``"stated_averages_only": {"keys": [...], "raw_if_trained": [...]}`` and
         ``"averages_only_record"`` where restore-ema's record of an ``--averages-only`` input
         vouches for ``ckpt`` (or its mark inside the bundle states it);
-        ``"written_under"`` (``{"saver_def_wrote": true, "not_swapped": true}``) and
+        ``"written_under"`` (``{"saver_def_wrote": true, "not_swapped": true, "no_meta":
+        true}``) and
         ``"written_under_record"`` where its mark (:mod:`~ckpt_tools.tools_mark`) says the
         statements it was written under; ``{}`` where none applies.
     """
@@ -267,7 +268,7 @@ def stated_fields(ckpt: Checkpoint) -> dict:
     from .tools_mark import RECORD_KEY, stated_of
 
     marked = {k: True for k, v in stated_of(getattr(ckpt, "tools_mark", None)).items()
-              if k in ("saver_def_wrote", "not_swapped") and v}
+              if k in ("saver_def_wrote", "not_swapped", "no_meta") and v}
     if marked:  # what the output was written under, repeated (review-28-attack-r105)
         found["written_under"] = marked
         found["written_under_record"] = f"{ckpt.path}'s {RECORD_KEY} key"

@@ -18,7 +18,8 @@ What it says (:func:`mark_doc`):
   ``s3://``), its pairing by names is refused (exit 6, :func:`names_doubted_refusal`); where
   the carried graph is still beside it, that graph doubts it as before.
 * ``stated``: the statements the output was written under (``--averages-only``,
-  ``--saver-def-wrote``, ``--not-swapped``), repeated by every read of it
+  ``--saver-def-wrote``, ``--not-swapped``, ``--no-meta`` over a graph or mark that decides
+  or doubts its input's names: :mod:`~ckpt_tools.no_meta_mark`), repeated by every read of it
   (:func:`stated_notes`, and :mod:`~ckpt_tools.restored_record`'s caveat).
 
 Outputs written from a marked input carry its mark (:func:`merged`).
@@ -195,6 +196,8 @@ _STATED = {
     "saver_def_wrote": "--saver-def-wrote (the .meta's SaverDef Saver wrote its input)",
     "not_swapped": "--not-swapped (a Saver of each variable under its own name wrote its "
                    "input)",
+    "no_meta": "--no-meta (a graph that decides or doubts what its input's keys' names hold "
+               "was not read: the keys named as averages were taken as the averages)",
 }
 
 

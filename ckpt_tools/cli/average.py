@@ -175,6 +175,8 @@ def average_command(
                  "refuses the pairing by names and --raw: --not-swapped, or --raw --no-meta for "
                  f"the keys as stored); its record {record} names the copy, so that the output "
                  "moved without it is refused too and --force removes it", always=True)
+    for w in result.warnings:  # --no-meta over a graph doubting the names (r107 F3)
+        out.warning(w)
     if result.nonfinite:
         shown = ", ".join(result.nonfinite[:5]) + (" ..." if len(result.nonfinite) > 5 else "")
         out.warning(f"{len(result.nonfinite)} averaged tensor(s) hold NaN or Inf (an input "

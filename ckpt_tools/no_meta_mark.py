@@ -1,0 +1,74 @@
+"""``--no-meta`` over a doubted input, recorded in the output it wrote (review-29-attack-r107
+F3).
+
+``ckpt restore-ema swap/model.ckpt-3 --no-meta`` of a swapping Saver's run saved without its
+own ``.meta`` (refused without a statement: ``model.ckpt-1.meta`` beside it records the swap)
+wrote the keys named as averages (the raw weights) under the plain names, exit 0, and recorded
+nothing: every read of its output then said "EMA values", as if no graph had ever doubted it.
+``--not-swapped``, the equivalent statement, is kept in the output's ``_CKPT_TOOLS_RECORD``
+and repeated by every read. ``--no-meta`` over a graph that doubts (or may doubt) the input's
+names is a statement too: :func:`silenced` says what it left unread, the writers record
+``"no_meta"`` among the statements of the output's mark
+(:func:`~ckpt_tools.tools_mark.stated_notes` repeats it, ``--json`` has it in
+``written_under``) and warn when writing (:func:`written_warning`).
+
+What ``--no-meta`` silences: a graph of its prefix that doubts its names
+(:func:`~ckpt_tools.meta_sibling.doubting`: asked here, as an input opened without its graph
+never computes that doubt; with or without a ``.meta`` of its own, since ``--no-meta`` reads a
+checkpoint as its copy without that ``.meta``), or its own mark's ``names_doubted`` (an output
+ckpt_tools wrote from doubted inputs).
+"""
+
+from __future__ import annotations
+
+__all__ = ["silenced", "written_warning"]
+
+
+def silenced(ckpt) -> str | None:
+    """What the caller's ``--no-meta`` (``use_meta=False``, ``meta=False``) left unread of
+    the open checkpoint ``ckpt`` that doubts what its keys' names hold.
+
+    Returns:
+        `str`, a phrase naming it (``"model.ckpt-1.meta beside it, whose save op wrote
+        model/V from model/V/ExponentialMovingAverage"``), or ``None`` where the graph was
+        read, or ``--no-meta`` left nothing unread that speaks of its keys.
+    """
+    if not getattr(ckpt, "graph_declined", False):
+        return None
+    from .tools_mark import RECORD_KEY, names_doubted
+
+    if names_doubted(getattr(ckpt, "tools_mark", None)):
+        return f"its {RECORD_KEY} key's doubt of its keys' names"
+    # its own graph unread is not asked: --no-meta reads it as the copy without that graph
+    # (tests/test_tf1_no_meta_view.py), whose doubt is its prefix's other graphs'
+    if getattr(ckpt.reader, "keras", None) is not None or ckpt.location.saved_model \
+            or ckpt.objects is not None:
+        return None
+    from .errors import CheckpointError
+    from .meta_sibling import doubt_files, doubting
+
+    try:  # only the doubt: the same-prefix graphs' save ops, bounded as on opening
+        doubt = doubting(ckpt.path, ckpt.entries())
+    except CheckpointError:  # whether a graph doubts it cannot be known: as if one did
+        return "the graphs of its prefix, which could not all be read"
+    if not doubt:
+        return None
+    _, key, sources = doubt[0]
+    return (f"{doubt_files(doubt)} beside it, whose save op wrote {key} from "
+            f"{', '.join(sources)}")
+
+
+def written_warning(what: str) -> str:
+    """The warning a writer gives for an output it wrote from an input whose ``what``
+    (:func:`silenced`) ``--no-meta`` left unread.
+
+    Returns:
+        `str`: the warning's text (without ``"warning: "``).
+    """
+    from .tools_mark import RECORD_KEY
+
+    return (f"--no-meta: not read: {what}; so nothing proved which keys hold the "
+            "averages (a swapping Saver's keys named as averages hold the raw weights): the "
+            "output's plain names hold what its input's keys named as averages held; its "
+            f"{RECORD_KEY} key records that --no-meta decided this, and every read of it "
+            "repeats it")

@@ -1,0 +1,114 @@
+"""``--no-meta`` over a graph that decides or doubts an input's names is recorded in the
+output's ``_CKPT_TOOLS_RECORD`` (review-29-attack-r107 F3).
+
+``ckpt restore-ema swap/model.ckpt-3 --no-meta`` of a swapping Saver's run saved without its
+own ``.meta`` (refused without a statement: ``model.ckpt-1.meta`` beside it records the swap)
+wrote the raw weights under the plain names, exit 0, and recorded nothing: every read of the
+output, copied or not, then said "EMA values" with no note. ``--not-swapped`` is recorded and
+repeated; ``--no-meta`` now is too (``stated.no_meta``, a note on every read, ``--json``
+``written_under``), with a warning when writing. Truth: ``sess.run`` of ``ema.average(v)`` and
+``v`` at each save of real TF1 Savers (``_sibling_runs.RUN``: a swapping Saver saving its graph
+at the first save, or at every save; a default ``Saver()``)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from _sibling_runs import RUN
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
+from test_marked_outputs import KEY, NAMES, _copy
+
+SCRIPT = RUN + '''
+run("swap", True)
+run("every", True, every=True)
+run("plain", False)
+'''
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("marked_no_meta")
+    truth = run_tf1_script(SCRIPT, out)
+    return out, truth
+
+
+def _said_no_meta(ckpt, tmp_path) -> dict[str, np.ndarray]:
+    """Exports ``ckpt`` (--json): exit 0, the note and ``written_under`` say --no-meta
+    wrote it; returns the exported arrays."""
+    target = tmp_path / "e.npz"
+    code, text, err = run_cli(["export", str(ckpt), "--out", str(target), "--json", "--force"])
+    assert code == 0, err
+    doc = json.loads(text)
+    assert doc["written_under"] == {"no_meta": True}, doc  # was absent: nothing recorded
+    assert any("--no-meta" in n and KEY in n for n in doc["notes"]), doc
+    with np.load(target) as z:
+        return {k: z[k] for k in z.files}
+
+
+def test_restore_ema_no_meta_over_a_sibling_graphs_doubt_is_recorded(made, tmp_path):
+    """F3: the input refused without a statement; with --no-meta written (the keys named as
+    averages: the raw weights), warned, and every read (in place, .index + .data copied)
+    says --no-meta wrote it."""
+    out, truth = made
+    code, _, err = run_cli(["restore-ema", str(out / "swap/model.ckpt-3"),
+                            "--out", str(tmp_path / "x")])
+    assert code == 6, err
+    code, _, err = run_cli(["restore-ema", str(out / "swap/model.ckpt-3"), "--no-meta",
+                            "--out", str(tmp_path / "nm")])
+    line = " ".join(err.split())
+    assert code == 0, err
+    assert "--no-meta: not read: model.ckpt-1.meta" in line and KEY in line, err
+    copy = _copy(tmp_path / "nm", "model.ckpt-3", tmp_path / "copy", only=(".index", ".data"))
+    for ckpt in (tmp_path / "nm/model.ckpt-3", copy):
+        got = _said_no_meta(ckpt, tmp_path)
+        for key in NAMES:  # what --no-meta took for the averages: the swap's raw weights
+            np.testing.assert_array_equal(got[key], truth[f"swap:3:raw:{key}"])
+
+
+def test_restore_ema_no_meta_beside_its_own_graph_is_recorded(made, tmp_path):
+    """The same for the run saved with a .meta each time: its other steps' graphs doubt it."""
+    out, truth = made
+    code, _, err = run_cli(["restore-ema", str(out / "every/model.ckpt-3"), "--no-meta",
+                            "--out", str(tmp_path / "nm")])
+    assert code == 0, err
+    assert "--no-meta: not read: model.ckpt-2.meta and model.ckpt-1.meta" in " ".join(
+        err.split()), err
+    assert not (tmp_path / "nm/model.ckpt-3.meta").exists()
+    got = _said_no_meta(tmp_path / "nm/model.ckpt-3", tmp_path)
+    for key in NAMES:
+        np.testing.assert_array_equal(got[key], truth[f"every:3:raw:{key}"])
+
+
+def test_average_bake_no_meta_over_their_own_graph_is_recorded(made, tmp_path):
+    """average --ema --bake --no-meta of the run saved with a .meta each time (its other
+    steps' graphs doubt it): warned, and its mark states --no-meta beside the inputs' doubt."""
+    from ckpt_tools.checkpoint import open_checkpoint
+
+    out, _ = made
+    code, _, err = run_cli(["average", str(out / "every/model.ckpt-3"),
+                            str(out / "every/model.ckpt-2"), "--ema", "--bake", "--no-meta",
+                            "--out", str(tmp_path / "b")])
+    assert code == 0, err
+    assert "--no-meta: not read: model.ckpt-2.meta and model.ckpt-1.meta" in " ".join(
+        err.split()), err
+    with open_checkpoint(str(tmp_path / "b/model.ckpt-3"), not_swapped=True) as ckpt:
+        assert ckpt.tools_mark["stated"]["no_meta"] is True
+
+
+def test_no_meta_over_nothing_that_doubts_records_nothing(made, tmp_path):
+    """A plain run's checkpoint without a .meta (its prefix's graph agrees with the names):
+    --no-meta silences nothing, so nothing is recorded or warned of (unchanged)."""
+    out, truth = made
+    code, _, err = run_cli(["restore-ema", str(out / "plain/model.ckpt-3"), "--no-meta",
+                            "--out", str(tmp_path / "nm")])
+    assert code == 0 and "--no-meta" not in err, err
+    code, text, err = run_cli(["export", str(tmp_path / "nm/model.ckpt-3"), "--json",
+                               "--out", str(tmp_path / "e.npz")])
+    assert code == 0, err
+    assert "written_under" not in json.loads(text)
+    with np.load(tmp_path / "e.npz") as z:
+        for key in NAMES:
+            np.testing.assert_array_equal(z[key], truth[f"plain:3:avg:{key}"])
