@@ -336,7 +336,7 @@ def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
         `dict`, or ``None`` where there is nothing to say.
     """
     from .own_graph_mark import graph_digest, own_graph_doubt
-    from .tools_mark import names_doubted, output_mark
+    from .tools_mark import graph_written, names_doubted, output_mark
 
     doubted = None
     if carry or unknown:
@@ -356,10 +356,9 @@ def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
     if bake and unread:
         stated["no_meta"] = True
     mark = output_mark(ckpts, stated, doubted, "ckpt average")
-    if names_doubted(mark) and copied is not None and copied.location.meta_path \
-            and not copied.meta_unread:  # the graph written beside it (_copy_meta), by bytes
-        mark["names_doubted"]["graph_sha256"] = graph_digest(copied.location.meta_path)
-    return mark
+    # the graph written beside it (_copy_meta), by bytes; none: no input's is kept
+    graph = None if copied is None or copied.meta_unread else copied.location.meta_path
+    return graph_written(mark, graph_digest(graph) if graph and names_doubted(mark) else None)
 
 
 def _write_average(ckpts, prefix, source_of, to_average, progress, shown, mark=None):

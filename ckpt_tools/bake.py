@@ -43,7 +43,7 @@ from .restored_record import recorded_statements, write_record
 from .save_op import graph_named
 from .saved_swaps import plain_keys_of
 from .stated_open import opened_stated, refuse_raw_statement, take_statements
-from .tools_mark import add_mark, output_mark
+from .tools_mark import add_mark, graph_written, names_doubted, output_mark
 
 
 @dataclass(frozen=True)
@@ -324,7 +324,9 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
         unread = silenced(ckpt)  # --no-meta over a graph or mark doubting it (r107 F3)
         if unread:
             warnings.append(written_warning(unread))
-        add_mark(writer, written_mark(ckpt, read, unread))  # in the bundle: no copy loses it
+        # in the bundle: no copy loses it (r105 F4)
+        add_mark(writer, written_mark(ckpt, read, unread, prefix + ".meta" if prefix + ".meta"
+                                      in files else None))
         files += writer.finish()
     if state_file:  # a checkpoint (not a SavedModel's variables/): the statements it needs
         record = write_record(prefix, _stated_for(ckpt, prefix + ".meta" in files, read),
@@ -342,19 +344,23 @@ def read_keys(source_of: dict[str, str]) -> frozenset[str]:
     return frozenset(s for t, s in source_of.items() if s != t)
 
 
-def written_mark(ckpt: Checkpoint, read=None,
-                 unread: str | None = None) -> dict | None:
+def written_mark(ckpt: Checkpoint, read=None, unread: str | None = None,
+                 graph: str | None = None) -> dict | None:
     """The mark (:mod:`~ckpt_tools.tools_mark`) restore-ema's output of ``ckpt`` carries in
     its bundle: the statements it was read under (``--averages-only``, ``--saver-def-wrote``,
     ``--not-swapped`` stated by the user; ``--no-meta`` where it left ``unread``
     (:func:`~ckpt_tools.no_meta_mark.silenced`) a graph or mark deciding or doubting its
     names: review-29-attack-r107 F3) and the input's own mark, which a sidecar record
-    loses with any copy, rename or upload (review-28-attack-r105 F4, F5).
+    loses with any copy, rename or upload (review-28-attack-r105 F4, F5). Its
+    ``names_doubted`` keeps the SHA-256 of ``graph``, the graph written beside the output as
+    its own (the input's, read through the SHA-256 its mark records), so that the output is
+    read in place as its input was; none where no graph was written.
 
     Args:
         read: the keys the output's variables were written from (:func:`read_keys`): the
             ``--averages-only`` keys stated are those (``None``: all it pairs).
         unread: what ``--no-meta`` left unread (:func:`~ckpt_tools.no_meta_mark.silenced`).
+        graph: the graph file written beside the output as its own (``None``: none).
 
     Returns:
         `dict`, or ``None`` where there is nothing to say.
@@ -365,7 +371,12 @@ def written_mark(ckpt: Checkpoint, read=None,
         stated["not_swapped"] = True
     if unread:
         stated["no_meta"] = True
-    return output_mark([ckpt], stated, None, "ckpt restore-ema")
+    mark = output_mark([ckpt], stated, None, "ckpt restore-ema")
+    if names_doubted(mark) is None:
+        return mark
+    from .own_graph_mark import graph_digest
+
+    return graph_written(mark, graph_digest(graph) if graph else None)
 
 
 def _stated_for(ckpt: Checkpoint, meta_copied: bool, read) -> dict:

@@ -283,7 +283,8 @@ def _stream_to_url(ckpt: Checkpoint, directory: str, name: str | None, overwrite
             unread = silenced(view)  # --no-meta over a graph or mark doubting it (r107 F3)
             if unread:
                 warnings.append(written_warning(unread))
-            add_mark(writer, written_mark(view, read_keys(source_of), unread))
+            add_mark(writer, written_mark(view, read_keys(source_of), unread,
+                                          meta_src if meta else None))
             index = writer.finish_stream()
         out.done(data)
         if meta:  # before the .index that commits the checkpoint (review-28-attack-r102 F2)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from .errors import CorruptCheckpointError, UnprovenPairingError
 
-__all__ = ["RECORD_KEY", "add_mark", "mark_doc", "merged", "names_doubted",
+__all__ = ["RECORD_KEY", "add_mark", "graph_written", "mark_doc", "merged", "names_doubted",
            "names_doubted_refusal", "stated_notes", "stated_of", "take_mark"]
 
 #: The key our writers add to a checkpoint they mark.
@@ -59,12 +59,17 @@ def mark_doc(doubted: dict | None = None, stated: dict | None = None,
 
 def merged(*docs: dict | None) -> dict | None:
     """One mark saying all that ``docs`` (marks of the inputs, the output's own) say: the
-    doubted graphs and inputs joined, the statements joined (the first's detail kept).
+    doubted graphs and inputs joined, the statements joined (the first's detail kept). The
+    ``graph_sha256`` of the graph an output was written with is kept where every joined
+    ``names_doubted`` records the same one (the writer then says whether it wrote that graph
+    beside its output: :func:`graph_written`); where they differ, or one records none, none
+    is kept (its reads through any own graph are refused: fail-closed).
 
     Returns:
         `dict`, or ``None`` where none says anything.
     """
     out: dict | None = None
+    shas: set = set()
     for doc in docs:
         if not doc:
             continue
@@ -77,12 +82,33 @@ def merged(*docs: dict | None) -> dict | None:
                 joined = list(have.get(field) or [])
                 joined += [x for x in d.get(field) or [] if x not in joined]
                 have[field] = joined
+            shas.add(d.get("graph_sha256"))
         s = doc.get("stated")
         if isinstance(s, dict):
             have = out.setdefault("stated", {})
             for k, v in s.items():
                 have.setdefault(k, v)
+    if out is not None and len(shas) == 1 and isinstance(next(iter(shas)), str):
+        out["names_doubted"]["graph_sha256"] = next(iter(shas))  # (s29h "Seen")
     return out
+
+
+def graph_written(doc: dict | None, sha256: str | None) -> dict | None:
+    """``doc`` (a mark about to be written) whose ``names_doubted`` records ``sha256``, the
+    SHA-256 of the graph written beside the output as its own ``.meta``, or no
+    ``graph_sha256`` where none was (``sha256`` ``None``): a graph recorded for an output
+    must be the one it was written with, never one only its input had.
+
+    Returns:
+        ``doc``, changed in place.
+    """
+    d = names_doubted(doc)
+    if d is not None:
+        if sha256:
+            d["graph_sha256"] = sha256
+        else:
+            d.pop("graph_sha256", None)
+    return doc
 
 
 def add_mark(writer, doc: dict | None) -> None:

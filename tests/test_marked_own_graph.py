@@ -116,3 +116,27 @@ def test_no_meta_does_not_lift_the_marks_doubt_for_ema(made, tmp_path):
         line = " ".join(err.split())
         assert code == 6 and KEY in line and "--not-swapped" in line, (extra, err)
         assert not (tmp_path / "b").exists()
+
+
+def test_restore_ema_of_a_marked_average_beside_its_graph_keeps_the_graphs_digest(made, tmp_path):
+    """s29h "Seen": restore-ema of the F1-marked average in place (its graph beside it) wrote
+    its graph beside the output but the mark without graph_sha256, so every read of the
+    output was refused though its plain names hold the averages. The digest is kept where the
+    graph is written beside the output: read in place, the averages' mean; copied as
+    .index + .data only, still refused."""
+    out, truth = made
+    code, _, err = run_cli(["average", str(out / "every/model.ckpt-3"),
+                            str(out / "every/model.ckpt-2"), "--out", str(tmp_path / "avg")])
+    assert code == 0, err
+    code, _, err = run_cli(["restore-ema", str(tmp_path / "avg/model.ckpt-3"),
+                            "--out", str(tmp_path / "r")])
+    assert code == 0 and (tmp_path / "r/model.ckpt-3.meta").exists(), err
+    code, _, err = run_cli(["export", str(tmp_path / "r/model.ckpt-3"),
+                            "--out", str(tmp_path / "r.npz")])
+    assert code == 0, err  # was 6: the mark without the digest of the graph beside it
+    with np.load(tmp_path / "r.npz") as z:
+        for key in NAMES:
+            np.testing.assert_allclose(z[key], _mean(truth, "every", "avg", key), rtol=1e-5)
+    copy = _copy(tmp_path / "r", "model.ckpt-3", tmp_path / "copy", only=(".index", ".data"))
+    code, _, err = run_cli(["export", str(copy), "--out", str(tmp_path / "c.npz")])
+    assert code == 6 and KEY in " ".join(err.split()), err
