@@ -336,17 +336,15 @@ def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
         `dict`, or ``None`` where there is nothing to say.
     """
     from .own_graph_mark import graph_digest, own_graph_doubt
-    from .tools_mark import graph_written, names_doubted, output_mark
+    from .tools_mark import graph_written, mark_doc, merged, names_doubted, output_mark
 
-    doubted = None
+    carried = None
     if carry or unknown:
-        doubted = {"graphs": [p.rstrip("/").rsplit("/", 1)[-1] for p in carry],
+        carried = {"graphs": [p.rstrip("/").rsplit("/", 1)[-1] for p in carry],
                    "inputs": [c.path for c in ckpts if getattr(c, "meta_doubt", ())
                               or getattr(c, "meta_unknown", None) is not None]}
-    own = own_graph_doubt(ckpts)
-    if own:
-        doubted = {"graphs": [*(doubted or {}).get("graphs", []), *own["graphs"]],
-                   "inputs": [*(doubted or {}).get("inputs", []), *own["inputs"]]}
+    # the carried doubt and the inputs' own graphs' joined as every mark is (tools_mark)
+    doubted = names_doubted(merged(mark_doc(carried), mark_doc(own_graph_doubt(ckpts))))
     stated = {}
     if bake and ckpts[-1].saver_def_wrote:
         stated["saver_def_wrote"] = True
