@@ -283,8 +283,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
         prefix = os.path.join(work, name)
         averaged, copied, nbytes, nonfinite = _write_average(
             ckpts, prefix, source_of, to_average, progress, stage.shown,
-            average_mark(ckpts, carry, unknown, bake,
-                         None if saved_model else newest.with_meta(use_meta), unread))
+            average_mark(ckpts, carry, unknown, bake, newest.with_meta(use_meta), unread))
         carried: list[str] = []
         records: list[str | None] = []
         if saved_model:
@@ -328,9 +327,11 @@ def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
     names mislead (a swapping Saver's run saved with a ``.meta`` each time: the output's
     ``.meta`` is lost by a copy of its ``.index`` + ``.data``, review-29-attack-r107 F1), with
     the SHA-256 of the graph copied as the output's own from ``copied`` (the newest input as
-    read); the statements ``--ema --bake`` wrote it under (``--no-meta`` where it left
-    ``unread`` a graph or mark deciding or doubting the inputs' names:
-    :func:`~ckpt_tools.no_meta_mark.silenced`); and every input's own mark.
+    read: its ``.meta``, or a SavedModel's ``saved_model.pb``, which a SavedModel output
+    always gets; none where ``--no-meta`` left it unread); the statements ``--ema --bake``
+    wrote it under (``--no-meta`` where it left ``unread`` a graph or mark deciding or
+    doubting the inputs' names: :func:`~ckpt_tools.no_meta_mark.silenced`); and every
+    input's own mark.
 
     Returns:
         `dict`, or ``None`` where there is nothing to say.
@@ -354,8 +355,10 @@ def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
     if bake and unread:
         stated["no_meta"] = True
     mark = output_mark(ckpts, stated, doubted, "ckpt average")
-    # the graph written beside it (_copy_meta), by bytes; none: no input's is kept
-    graph = None if copied is None or copied.meta_unread else copied.location.meta_path
+    # the graph written beside it (_copy_meta; a SavedModel's saved_model.pb, copied whole),
+    # by bytes, where it was read for the pairing; none: no input's digest is kept
+    graph = None if copied is None or copied.meta_unread else (
+        copied.location.meta_path or copied.location.saved_model)
     return graph_written(mark, graph_digest(graph) if graph and names_doubted(mark) else None)
 
 

@@ -324,9 +324,12 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
         unread = silenced(ckpt)  # --no-meta over a graph or mark doubting it (r107 F3)
         if unread:
             warnings.append(written_warning(unread))
-        # in the bundle: no copy loses it (r105 F4)
-        add_mark(writer, written_mark(ckpt, read, unread, prefix + ".meta" if prefix + ".meta"
-                                      in files else None))
+        # in the bundle: no copy loses it (r105 F4); with the digest of the graph written
+        # beside it: its .meta, or the saved_model.pb _write_saved_model copies as it was read
+        graph = prefix + ".meta" if prefix + ".meta" in files else None
+        if not state_file and not ckpt.meta_unread:
+            graph = ckpt.location.saved_model
+        add_mark(writer, written_mark(ckpt, read, unread, graph))
         files += writer.finish()
     if state_file:  # a checkpoint (not a SavedModel's variables/): the statements it needs
         record = write_record(prefix, _stated_for(ckpt, prefix + ".meta" in files, read),
