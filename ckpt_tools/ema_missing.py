@@ -339,7 +339,9 @@ def _missing_message(m: EmaMap) -> str:
                  "saved (model.avgs = tuple(avgs), or model.ema = tf.Module() holding the "
                  "list), and so is what the checkpoint is given: " + _TF2_UNSAVED_KERAS3)
     elif none and m.file_style == "keras" and MODULE_WEIGHTS in m.hints:
-        cause = ("the weights are a tf.Module's (no Keras model holds them), so either "
+        cause = ("the object graph shows no Keras model or layer holding the weights (a "
+                 "tf.Module's variables, or a Keras 3 subclassed model's layers that show no "
+                 "Keras-only attribute, e.g. a BatchNormalization, look alike), so either "
                  "EMA may have been meant: if a tf.train.ExponentialMovingAverage averaged "
                  f"them, {_TF2_UNSAVED}; if the Keras optimizer was to keep them, it had "
                  "use_ema=False (train with e.g. keras.optimizers.SGD(..., use_ema=True))")

@@ -93,3 +93,49 @@ def test_the_ways_offered_keep_the_averages(made, layout, tmp_path):
     code, _, err = run_cli(["export", str(out / layout), "--out", str(dest)])
     assert code == 0, err
     assert_npz_holds(dest, truth)
+
+
+BN_SCRIPT = r"""
+import os, sys
+import numpy as np
+import tensorflow as tf
+import keras
+out = sys.argv[1]
+keras.utils.set_random_seed(1)
+class Net(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.norm = keras.layers.BatchNormalization(name="norm")
+    def call(self, x):
+        return self.norm(x, training=True)
+net = Net(); net(tf.zeros((2, 3)))
+opt = keras.optimizers.SGD(0.1)
+vs = [v.value for v in net.trainable_variables]
+e = tf.train.ExponentialMovingAverage(0.5)
+x = tf.constant(np.arange(12, dtype="float32").reshape(4, 3) / 10)
+for _ in range(2):
+    with tf.GradientTape() as t:
+        loss = tf.reduce_mean((net(x) - 1.0) ** 2)
+    g = t.gradient(loss, net.trainable_variables)
+    opt.apply_gradients(zip(g, net.trainable_variables))
+    e.apply(vs)
+net.avgs = [e.average(v) for v in vs]  # a list attribute: not saved
+tf.train.Checkpoint(model=net, optimizer=opt).write(os.path.join(out, "bn", "ckpt"))
+np.savez(os.path.join(out, "truth.npz"), keras=np.array(keras.__version__))
+"""
+
+
+def test_a_keras3_model_without_kernels_is_not_called_a_tf_module(tmp_path):
+    """s30d "Left": a Keras 3 subclassed model whose only layer is a BatchNormalization (no
+    ``_kernel`` child) still got "the weights are a tf.Module's (no Keras model holds them)"
+    in the no-averages refusal. The refusal now says what the graph shows (no Keras model or
+    layer above them), not what holds them, and names both causes as before."""
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("keras")
+    run_script(BN_SCRIPT, tmp_path)
+    code, _, err = run_cli(["export", str(tmp_path / "bn"), "--out", str(tmp_path / "o.npz")])
+    said = " ".join(err.split())
+    assert code == 6, err
+    assert "tf.Module's (no Keras model holds them)" not in said, said
+    assert "the object graph shows no Keras model or layer holding the weights" in said, said
+    assert "use_ema=False" in said and "tf.train.ExponentialMovingAverage" in said, said
