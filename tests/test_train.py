@@ -263,6 +263,102 @@ def test_tf2_older_mirror_layout_evaluates_with_the_offered_ema_name(tf2_run, tm
             assert npz[f"model/{name}"].tobytes() == reader.get_tensor(_ema_key(name)).tobytes()
 
 
+def _tf2_run_objects(seed: int = 0) -> dict:
+    """The objects a ``ckpt train --api tf2`` run checkpoints, built as tf2.train_with_stats
+    builds them (shadows by ExponentialMovingAverage.apply, momentum slots created at zero)."""
+    import tensorflow as tf
+
+    from ckpt_tools.train import model
+    from ckpt_tools.train.tf2 import LossAverages
+
+    net = model.Tf2Model(seed)
+    step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+    optimizer = tf.compat.v1.train.MomentumOptimizer(0.05, 0.9)
+    # zero gradients: creates the momentum slots (zeros) and moves no weight
+    optimizer.apply_gradients([(tf.zeros_like(v), v) for v in net.trainable_variables])
+    ema = tf.train.ExponentialMovingAverage(0.999, num_updates=step)
+    ema.apply(net.averaged_variables())
+    shadows = {p: ema.average(v) for p, v in net.named_variables().items()}
+    return dict(model=net, optimizer=optimizer, shadows=shadows, step=step,
+                losses=LossAverages())
+
+
+def _older_tf2_run(tf2_run, train_dir) -> str:
+    """``tf2_run``'s ckpt-40 saved again as ckpt train saved it before 016f6d0: the averages
+    through a module mirroring the model's paths (``ema/conv1/weights``), everything else as
+    it is. Returns the checkpoint prefix."""
+    import tensorflow as tf
+
+    from ckpt_tools.train.tf2 import mirror_module
+
+    objs = _tf2_run_objects(seed=1)
+    shadows = objs.pop("shadows")
+    tf.train.Checkpoint(ema=shadows, **objs).restore(tf2_run[1]).assert_consumed()
+    old = tf.train.Checkpoint(ema=mirror_module(shadows, "ema"), **objs)
+    prefix = tf.train.CheckpointManager(old, str(train_dir), 1, checkpoint_name="ckpt").save(40)
+    keys = _keys(prefix)
+    assert f"ema/conv1/weights{A}" in keys and _ema_key("conv1/weights") not in keys
+    return prefix
+
+
+def test_tf2_resume_reads_the_averages_of_a_run_saved_before_016f6d0(tf2_run, tmp_path):
+    """--resume of a run whose averages are saved in the older mirror layout
+    (``ema/conv1/weights``) restores every average bit for bit (it said "cannot resume"),
+    says so on stderr, and its next save continues those averages in the dict layout."""
+    import tensorflow as tf
+
+    from ckpt_tools.train.tf2_resume import BEFORE_016F6D0, restore_run
+
+    old = _older_tf2_run(tf2_run, tmp_path / "old")
+    saved = tf.train.load_checkpoint(old)
+    objs = _tf2_run_objects(seed=2)  # other values everywhere before the restore
+    shadows = objs.pop("shadows")
+    ckpt = tf.train.Checkpoint(ema=shadows, **objs)
+    assert restore_run(ckpt, old, shadows, **objs) == BEFORE_016F6D0
+    for path, shadow in shadows.items():
+        assert shadow.numpy().tobytes() == saved.get_tensor(f"ema/{path}{A}").tobytes(), path
+    for path, var in objs["model"].named_variables().items():
+        assert var.numpy().tobytes() == saved.get_tensor(f"model/{path}{A}").tobytes(), path
+    assert int(objs["step"].numpy()) == 40
+
+    result = _invoke("train", "--api", "tf2", "--train-dir", str(tmp_path / "old"),
+                     "--resume", "--max-steps", "41", "--batch-size", "32", "-q")
+    assert result.exit_code == 0, result.output
+    line = " ".join(result.output.split())
+    assert "layout before 016f6d0 (ema/conv1/weights)" in line, line
+    assert "new checkpoints save them as ema/conv1.Sweights" in line, line
+    new = tf.train.load_checkpoint(str(tmp_path / "old" / "ckpt-41"))
+    assert not any(k.startswith("ema/conv1/") for k in new.get_variable_to_shape_map())
+    # EMA with num_updates=41 after the step: decay min(0.9999, 42 / 51)
+    from ckpt_tools.train.common import TrainConfig
+
+    decay = min(TrainConfig(train_dir="x").ema_decay_for("tf2"), 42 / 51)
+    for name in TRAINABLE + BN_STATS:
+        before = saved.get_tensor(f"ema/{name}{A}").astype(np.float64)
+        weight = new.get_tensor(f"model/{name}{A}").astype(np.float64)
+        after = new.get_tensor(_ema_key(name))
+        np.testing.assert_allclose(after, decay * before + (1 - decay) * weight,
+                                   rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_tf2_resume_of_an_unknown_averages_layout_is_refused(tf2_run, tmp_path):
+    """Averages in neither layout (here a list) stay "cannot resume", naming both layouts."""
+    import tensorflow as tf
+
+    objs = _tf2_run_objects(seed=1)
+    shadows = objs.pop("shadows")
+    tf.train.Checkpoint(ema=shadows, **objs).restore(tf2_run[1]).assert_consumed()
+    odd = tf.train.Checkpoint(ema=list(shadows.values()), **objs)
+    tf.train.CheckpointManager(odd, str(tmp_path / "odd"), 1, checkpoint_name="ckpt").save(40)
+    result = _invoke("train", "--api", "tf2", "--train-dir", str(tmp_path / "odd"),
+                     "--resume", "--max-steps", "41", "--batch-size", "32", "-q")
+    assert result.exit_code != 0, result.output
+    line = " ".join(result.output.split())
+    assert "cannot resume from" in line and "ema/0/" in line, line
+    assert "neither the layout ckpt train saves (ema/conv1.Sweights) nor the one it saved " \
+        "before 016f6d0 (ema/conv1/weights)" in line, line
+
+
 # ---- keras ----------------------------------------------------------------------------------
 
 

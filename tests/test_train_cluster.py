@@ -329,6 +329,48 @@ def test_parameter_server_checkpoint_is_partitioned_and_read_by_every_command(
     assert original.api == "tf2" and original.global_step == 12
 
 
+def test_parameter_server_resumes_a_run_saved_before_016f6d0(ps_strategy, tmp_path):
+    """--resume of a parameter-server run whose averages are saved as ckpt train saved them
+    before 016f6d0 (``ema/conv1/weights``, a mirror of the model's paths) continues those
+    averages (it stopped at the restore) and saves the next checkpoint in the dict layout."""
+    import numpy as np
+    import tensorflow as tf
+
+    from ckpt_tools.train import model
+    from ckpt_tools.train.tf2 import LossAverages, mirror_module
+
+    prefix = tf.train.latest_checkpoint(str(ps_strategy[0]))
+    net = model.Tf2Model(1)
+    named = net.named_variables()
+    shadows = {p: tf.Variable(tf.zeros_like(v), trainable=False,
+                              name=f"{p}/ExponentialMovingAverage") for p, v in named.items()}
+    momentum = mirror_module({p: tf.Variable(tf.zeros_like(v), trainable=False,
+                                             name=f"{p}/Momentum")
+                              for p, v in named.items() if "moving_" not in p}, "momentum")
+    objs = dict(model=net, momentum=momentum, losses=LossAverages(),
+                step=tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step"))
+    tf.train.Checkpoint(ema=shadows, **objs).restore(prefix).assert_consumed()
+    old = tf.train.Checkpoint(ema=mirror_module(shadows, "ema"), **objs)
+    train_dir = tmp_path / "old"
+    old_prefix = tf.train.CheckpointManager(old, str(train_dir), 1, checkpoint_name="ckpt").save(12)
+    saved = tf.train.load_checkpoint(old_prefix)
+    assert saved.has_tensor(f"ema/conv3/weights{A}") and not saved.has_tensor(_ema("conv1/weights"))
+
+    proc, _ = _cluster(train_dir, "--api", "tf2", "--strategy", "parameter-server",
+                       "--local-cluster", "ps=2,workers=1", "--max-steps", "13", "--resume")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "its averages were read from the layout before 016f6d0 (ema/conv1/weights); new " \
+        "checkpoints save them as ema/conv1.Sweights" in proc.stderr, proc.stderr[-3000:]
+    new = tf.train.load_checkpoint(str(train_dir / "ckpt-13"))
+    assert not new.has_tensor(f"ema/conv1/weights{A}")
+    decay = 14 / 23  # min(0.9999, (1 + 13) / (10 + 13)): tf2_ps's warmed-up decay at step 13
+    for name in TRAINABLE + BN_STATS:
+        before = saved.get_tensor(f"ema/{name}{A}").astype(np.float64)
+        weight = new.get_tensor(f"model/{name}{A}").astype(np.float64)
+        np.testing.assert_allclose(new.get_tensor(_ema(name)), decay * before
+                                   + (1 - decay) * weight, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 def test_parameter_server_strategy_needs_a_cluster(tmp_path):
     from ckpt_tools.cli import app
 

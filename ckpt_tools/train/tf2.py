@@ -10,8 +10,9 @@ slash inside the dict key, so the EMA copy of ``model/conv1/weights`` is ``ema/c
 all of them held by one object: ``ckpt`` reads one holder as one EMA object's averages. The
 mirror of the model's paths written before (``ema/conv1/weights``, :func:`mirror_module`) is
 refused there, as two EMA objects kept per network write the same keys (review-29-attack-r109
-F2): ``--ema-name ExponentialMovingAverage`` reads such older checkpoints. Restoring EMA
-weights is ``ckpt_tools.apply_ema(model, path)``.
+F2): ``--ema-name ExponentialMovingAverage`` reads such older checkpoints, and ``--resume``
+continues them (:mod:`.tf2_resume`; its new saves use the dict). Restoring EMA weights is
+``ckpt_tools.apply_ema(model, path)``.
 
 Checkpoint keys (``tf.train.list_variables`` of ``ckpt-<step>``), ``A`` = ``.ATTRIBUTES/
 VARIABLE_VALUE``::
@@ -41,16 +42,15 @@ from .common import (
     TrainError,
     TrainResult,
     check_resume,
-    first_line,
     median_rate,
     nan_error,
     save_due,
 )
 from .devices import is_chief, make_strategy
 from .progress import TrainProgress
+from .tf2_resume import restore_run
 
 CHECKPOINT_NAME = "ckpt"
-OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 LOSS_AVERAGE_DECAY = 0.9  # as v1's ExponentialMovingAverage(0.9, name='avg')
 
 
@@ -215,8 +215,9 @@ def train_with_stats(cfg: TrainConfig) -> TrainResult:
         max_to_keep=cfg.max_to_keep if chief else 1,
         checkpoint_name=CHECKPOINT_NAME,
     )
-    if latest is not None:
-        _restore(ckpt, latest)
+    if latest is not None:  # an older run's averages (ema/conv1/weights) are read too
+        restore_run(ckpt, latest, shadows, model=net, optimizer=optimizer, step=step,
+                    losses=losses)  # fmt: skip
 
     dist_ds = strategy.distribute_datasets_from_function(
         lambda ctx: make_dataset(dataset, cfg.batch_size, cfg.seed, int(step.numpy()), ctx)
@@ -297,15 +298,3 @@ def _all_finite(variables: list[tf.Variable]) -> bool:
 def _worker_dir(train_dir: str, strategy: tf.distribute.Strategy) -> str:
     resolver = strategy.cluster_resolver
     return os.path.join(train_dir, f".{resolver.task_type}-{resolver.task_id}-tmp")
-
-
-def _restore(ckpt: tf.train.Checkpoint, path: str) -> None:
-    keys = {name for name, _ in tf.train.list_variables(path)}
-    if OBJECT_GRAPH_KEY not in keys or not any(k.startswith("ema/") for k in keys):
-        raise TrainError(
-            f"cannot resume from {path}: not an object-based checkpoint written by --api tf2"
-        )
-    try:
-        ckpt.restore(path).assert_existing_objects_matched()
-    except (AssertionError, tf.errors.OpError, ValueError) as exc:
-        raise TrainError(f"cannot resume from {path}: {first_line(exc)}") from None

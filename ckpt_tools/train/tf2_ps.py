@@ -17,7 +17,8 @@ Checkpoint keys (``A`` = ``.ATTRIBUTES/VARIABLE_VALUE``), the same layout as ``-
 
     model/<v1-style path>/A        (a partitioned entry when the variable is sharded)
     ema/<path, slashes as .S>/A    momentum/<trainable path>/A   (ema/conv1.Sweights/A,
-    one dict: one holder; momentum/conv1/weights/A, a mirror: not an EMA)
+    one dict: one holder; momentum/conv1/weights/A, a mirror: not an EMA; --resume also
+    reads the averages of a run saved before 016f6d0, ema/conv1/weights: tf2_resume)
     losses/{cross_entropy,total_loss}/avg/A   step/A   save_counter/A
 """
 
@@ -42,6 +43,7 @@ from .common import (
 )
 from .progress import TrainProgress
 from .tf2 import CHECKPOINT_NAME, LossAverages, averages_dict, make_dataset, mirror_module
+from .tf2_resume import restore_run
 
 PARTITION_MIN_BYTES = 16 << 10  # 16 KiB: conv3/weights (72 KiB) is split, small ones are not
 
@@ -153,8 +155,9 @@ def _coordinate(cfg: TrainConfig, resolver, timeout_s: float) -> TrainResult:
     manager = tf.train.CheckpointManager(
         ckpt, cfg.train_dir, max_to_keep=cfg.max_to_keep, checkpoint_name=CHECKPOINT_NAME
     )
-    if latest is not None:
-        ckpt.restore(latest).assert_existing_objects_matched()
+    if latest is not None:  # an older run's averages (ema/conv1/weights) are read too
+        restore_run(ckpt, latest, shadows, model=net, momentum=momentum, step=step,
+                    losses=losses)  # fmt: skip
 
     start = int(step.numpy())
     per_worker = coordinator.create_per_worker_dataset(
