@@ -87,7 +87,7 @@ def refuse_marked_ema(ckpts: list[Checkpoint], ema: bool) -> None:
         return
     for c in ckpts:
         if names_doubted(getattr(c, "tools_mark", None)) and not c.not_swapped \
-                and not getattr(c, "meta_doubt", ()):
+                and not getattr(c, "meta_doubt", ()) and not _own_graph_recorded(c):
             raise UnprovenPairingError(
                 f"{c.path}: its {RECORD_KEY} key says ckpt average wrote it from inputs whose "
                 "keys' names a swapping Saver's graph doubts; --ema averages the keys named as "
@@ -96,6 +96,15 @@ def refuse_marked_ema(ckpts: list[Checkpoint], ema: bool) -> None:
                 "each variable under its own name wrote the inputs, average with --ema --bake "
                 "--not-swapped; without --ema, every key is averaged under its own name",
                 option="--not-swapped")
+
+
+def _own_graph_recorded(ckpt: Checkpoint) -> bool:
+    """Whether the marked ``ckpt`` is read through a graph of its own that its mark records
+    as the one it was written with (opened, not refused nor deferred: a graph of other bytes
+    is, :func:`~ckpt_tools.own_graph_mark.refuse_foreign_graph`): its keys are read as that
+    graph says, as ``export`` in place reads them (review-30-attack-r110 F3)."""
+    return ckpt.meta is not None and not getattr(ckpt, "meta_unread", None) \
+        and getattr(ckpt, "meta_unknown", None) is None
 
 
 def carry_doubt(paths: list[str], prefix: str, shown, taken=frozenset()) -> list[str]:

@@ -83,3 +83,36 @@ def test_inputs_of_one_saver_are_still_averaged(made, tmp_path, run):
             want = (sum(truth[f"{run}:{i}:avg:{key}"].astype(np.float64) for i in steps)
                     / len(steps)).astype(np.float32)
             np.testing.assert_array_equal(z[key], want)
+
+
+def test_ema_over_marked_averages_read_through_their_recorded_graph(made, tmp_path):
+    """F3: average --ema --bake of own-graph-marked averages IN PLACE (the graph each was
+    written with beside it, SHA matching) was refused ("--no-meta does not decide that", no
+    --no-meta given) though export of each in place reads the averages: accepted, every key
+    the mean of the averages' means, bit for bit; their .index+.data copies stay refused."""
+    out, truth = made
+    s = out / "swap"
+    for steps, name in (((3, 2), "a"), ((2, 1), "b")):
+        code, _, err = run_cli(["average", *(str(s / f"model.ckpt-{i}") for i in steps),
+                                "--out", str(tmp_path / name)])
+        assert code == 0, err
+    inputs = [str(tmp_path / "a/model.ckpt-3"), str(tmp_path / "b/model.ckpt-2")]
+    code, _, err = run_cli(["average", *inputs, "--ema", "--bake", "--out", str(tmp_path / "e")])
+    assert code == 0, err  # was 6: "... --no-meta does not decide that"
+    code, _, err = run_cli(["export", str(tmp_path / "e/model.ckpt-3"),
+                            "--out", str(tmp_path / "e.npz")])
+    assert code == 0, err
+
+    def mean(x, y):
+        return ((x.astype(np.float64) + y) / 2).astype(np.float32)
+
+    with np.load(tmp_path / "e.npz") as z:
+        for key in NAMES:
+            avg = {i: truth[f"swap:{i}:avg:{key}"] for i in (1, 2, 3)}
+            np.testing.assert_array_equal(z[key], mean(mean(avg[3], avg[2]),
+                                                       mean(avg[2], avg[1])))
+    copies = [_copy(tmp_path / n, stem, tmp_path / "m", f"c{n}", only=(".index", ".data"))
+              for n, stem in (("a", "model.ckpt-3"), ("b", "model.ckpt-2"))]
+    code, _, err = run_cli(["average", *map(str, copies), "--newest", str(copies[0]), "--ema",
+                            "--bake", "--out", str(tmp_path / "f")])
+    assert code == 6, err
