@@ -6,6 +6,8 @@ with their roles and EMA shadows, the ``.meta`` graph and the TF2 object graph.
 
 Its parts live beside it: ``checkpoint_tensors`` (stored keys and tensors, the base class),
 ``checkpoint_paths`` (the keys' readable object paths, a base class),
+``checkpoint_graph`` (the ``.meta`` graph and the doubts of other graphs of its prefix; its
+views without a graph, a base class),
 ``checkpoint_variables`` (the variable list), ``checkpoint_statements`` (refusals of
 statements the file cannot bear) and ``checkpoint_files`` (the run history beside it).
 """
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from . import roles as _roles
 from . import tfk_stated as _tfk_stated
 from .checkpoint_files import history_files
+from .checkpoint_graph import Doubt, GraphViews, read_graph
 from .checkpoint_paths import KeyPaths
 from .checkpoint_statements import refuse_tf_statements, refuse_unfit_statements
 from .checkpoint_tensors import CHUNK_BYTES as CHUNK_BYTES  # re-exported: stats, diff
@@ -27,16 +30,16 @@ from .errors import CheckpointError, CorruptCheckpointError, OptionError, Unprov
 from .formats import open_reader
 from .formats._io import is_url
 from .formats.dtypes import STRING
-from .formats.meta import MetaGraph, meta_decode_error, read_meta_graph
+from .formats.meta import MetaGraph
 from .formats.objgraph import (
     OBJECT_GRAPH_KEY,
     ObjectGraph,
     has_swappable_averages,
     parse_object_graph,
 )
-from .formats.savedmodel import read_saved_model, saved_model_extras
+from .formats.savedmodel import saved_model_extras
 from .locate import Location, errors_in, locate
-from .tools_mark import names_doubted, names_doubted_refusal, take_mark
+from .tools_mark import names_doubted, take_mark
 from .variable import Variable
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
@@ -44,7 +47,7 @@ if TYPE_CHECKING:
     from .formats import Reader
 
 
-class Checkpoint(StoredTensors, KeyPaths):
+class Checkpoint(StoredTensors, KeyPaths, GraphViews):
     """An open checkpoint: metadata is read up front, tensor data only on request.
 
     Use :func:`open_checkpoint` to create one. Usable as a context manager.
@@ -132,71 +135,15 @@ class Checkpoint(StoredTensors, KeyPaths):
             self.fit_order_record = vouched[0]
             self.fit_order = True
         self.format = location.format
-        self.meta: MetaGraph | None = None
-        self.meta_source: str | None = None  # the file the collections came from
-        if meta and location.meta_path:
-            try:
-                self.meta = read_meta_graph(location.meta_path)
-            except CorruptCheckpointError as e:  # name the way past it (review-20-user-u22 F8)
-                raise meta_decode_error(location.meta_path, e)  # noqa: B904 (the same error)
-        elif meta and location.saved_model:
-            self.meta = read_saved_model(location.saved_model).collections_graph()
-        if self.meta is not None:
-            self.meta_source = location.meta_path or location.saved_model
-        # a marked output (names doubted) read through a graph of other bytes than the one it
-        # was written with (an eval graph placed beside it): that graph proves nothing of its
-        # keys (review-29-attack-r107 F2)
-        foreign = None
-        if self.meta is not None and names_doubted(self.tools_mark) and not not_swapped:
-            from .own_graph_mark import refuse_foreign_graph
-
-            foreign = refuse_foreign_graph(location.prefix, str(self.meta_source),
-                                           self.tools_mark)
-            if foreign is not None and not defer_unknown:
-                self._reader.close()
-                raise foreign
-        # Saved without its own .meta (write_meta_graph=False after the first save): the
-        # same-prefix .meta files whose save op writes exactly its keys from other variables
-        # than their names (meta_sibling). Nothing tells which run wrote them, so they never
-        # stand for its graph; they refuse its pairing by names (review-24-attack-r78).
-        self.meta_doubt: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
-        self.meta_unknown: UnprovenPairingError | None = foreign
-        tf1 = getattr(self._reader, "keras", None) is None and not location.saved_model
-        if meta and self.meta is None and tf1 and OBJECT_GRAPH_KEY not in self._reader.entries:
-            from .meta_sibling import doubting
-
-            try:  # (a graph of its prefix too large to read is refused, not passed over)
-                self.meta_doubt = doubting(location.prefix, self._reader.entries)
-            except UnprovenPairingError as exc:  # whether a graph doubts it cannot be known
-                if not defer_unknown:  # (stats, show, diff read tensors: pairing refuses)
-                    self._reader.close()
-                    raise
-                self.meta_unknown = exc
-            except CheckpointError:
-                self._reader.close()
-                raise
-            # ckpt average wrote it from inputs a swapping Saver's graph doubts (its mark says
-            # so) and no graph beside it doubts it now: renamed, copied without the graph,
-            # s3:// (review-28-attack-r105 F1-F3): refused as meta_unknown is
-            if names_doubted(self.tools_mark) and not self.meta_doubt \
-                    and self.meta_unknown is None and not not_swapped:
-                exc = names_doubted_refusal(location.prefix, self.tools_mark)
-                if not defer_unknown:
-                    self._reader.close()
-                    raise exc
-                self.meta_unknown = exc
-        # ... where the caller states keys_are_raw, the one graph of them showing a
-        # Saver(ema.variables_to_restore()) of exactly its keys is read, so that export --raw
-        # knows which keys the statement speaks of: the statement decides, never the graph
-        # alone (review-25-attack-r81 F9)
-        self.meta_stated: str | None = None
-        if self.meta_doubt and keys_are_raw:
-            from .meta_sibling import stated_graph
-
-            stated = stated_graph(location.prefix, self._reader.entries)
-            if stated is not None:
-                self.meta, self.meta_stated = stated
-                self.meta_source = self.meta_stated
+        # its graph, and the doubts of other graphs of its prefix (checkpoint_graph)
+        graph = read_graph(location, self._reader, self.tools_mark, meta=meta,
+                           not_swapped=not_swapped, keys_are_raw=keys_are_raw,
+                           defer_unknown=defer_unknown)
+        self.meta: MetaGraph | None = graph[0]
+        self.meta_source: str | None = graph[1]  # the file the collections came from
+        self.meta_doubt: Doubt = graph[2]
+        self.meta_unknown: UnprovenPairingError | None = graph[3]
+        self.meta_stated: str | None = graph[4]
         self.meta_unread = None if meta else location.meta_path or location.saved_model
         self._view_of: Checkpoint | None = None  # see with_meta
         self.objects: ObjectGraph | None = None
@@ -382,45 +329,6 @@ class Checkpoint(StoredTensors, KeyPaths):
             True
         """
         return Checkpoint(self.location, **{**self._options, **changes})
-
-    @property
-    def meta_file(self) -> str | None:
-        """The ``.meta`` file graph questions (save op, update ops) are asked of: the one
-        :attr:`meta` was read from, ``None`` where there is none or it is left unread."""
-        return self.location.meta_path or self.meta_stated if self.meta is not None else None
-
-    @property
-    def graph_declined(self) -> bool:
-        """Whether it is read with no graph by the caller's choice: opened with ``meta=False``
-        (``--no-meta``) or a :meth:`with_meta` ``(False)`` view of it."""
-        return not self._options["meta"]
-
-    def with_meta(self, use_meta: bool, *, unread: bool = True) -> Checkpoint:
-        """This checkpoint as ``use_meta`` sees it: itself, or (``use_meta=False``, the
-        Python side of ``--no-meta``) a view of it without its graph, exactly as if the
-        ``.meta`` were absent (roles, pairing and refusals alike) while the data are read
-        through this one. The view is made once; closing it closes nothing.
-        ``unread=False`` makes a view whose messages say no graph file is beside it rather
-        than that ``--no-meta`` left it unread (a graph that proves nothing of the keys).
-
-        Returns:
-            `Checkpoint`: ``self`` or its meta-less view (``meta``/``meta_file`` ``None``).
-        """
-        if use_meta or self.meta is None and not self.meta_doubt and self.meta_unknown is None:
-            return self
-        view = self._memo.get("without_meta" if unread else "without_graph")
-        if view is None:
-            import copy
-
-            view = copy.copy(self)
-            view.meta = view.meta_source = view.meta_stated = None
-            view.meta_doubt, view.meta_unknown = (), None
-            view.meta_unread = self.meta_source if unread else None
-            view._options = {**self._options, "meta": False}
-            view._variables, view._memo, view.stated_pairs = None, {}, {}
-            view._view_of = self
-            self._memo["without_meta" if unread else "without_graph"] = view
-        return view
 
     def close(self) -> None:
         if self._view_of is None:  # a with_meta() view shares the reader of its checkpoint
