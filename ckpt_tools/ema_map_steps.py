@@ -289,8 +289,9 @@ def pair_through_save_op(ckpt: Checkpoint, variables: dict[str, Variable], trans
     # a weight left raw whose variable an apply() (of that name) averaged (r73 F1, F7; r80 F1)
     refuse_stated_unaveraged(ckpt, ema_name, missing, use_meta)
     detected, name = spoken_name(ckpt, variables, ema_name)
-    # averages of one name from apply() calls of different decays: two objects' (r92 F1)
-    refuse_two_decays(ckpt, pairs, ema_name, name, use_meta)
+    # averages of one name from apply() calls of different decays: two objects' (r92 F1),
+    # of the pairs the filters keep, as pair_by_names (s30d: --exclude c was not heeded)
+    refuse_two_decays(ckpt, pairs, ema_name, name, use_meta, left_out)
     # a key named as an average the save op wrote from its variable, left raw with no other
     # key's average restoring that variable: raw only if a training graph saved it, as
     # pair_by_names refuses it (a prefixed vtr Saver's --ema-name slow wrote it, exit 0: s28a)

@@ -30,6 +30,8 @@ for case in ("slowfast", "fastfast"):
             if case == "slowfast":
                 truth = {"o0:w": s.run(e1.average(w)), "o0:b": s.run(e1.average(b)),
                          "o1:c": s.run(e2.average(c))}
+            else:
+                truth.update({"ff0:w": s.run(e1.average(w)), "ff0:b": s.run(e1.average(b))})
 """
 
 
@@ -119,3 +121,16 @@ def test_the_default_refusals_offers_work_as_printed_and_are_shortest(made, tmp_
         own = "o0" if "slow" in offer else "o1"
         assert_npz_holds(dest, {k.split(":")[1]: v for k, v in truth.items()
                                 if k.startswith(own + ":")})
+
+
+def test_two_objects_named_fast_the_exclude_leaves_one(made, tmp_path):
+    """s30d "Left": with both objects named ``fast``, ``--ema-name fast --exclude c`` was
+    refused saying each weight would take its own object's average beside the other's,
+    naming ``c``'s apply() though ``c`` was excluded: the renamed Saver's path checked the
+    decays of every pair, not those the filters keep (as the unrenamed path does). What is
+    left is one apply()'s (decay 0.5) averages of ``w`` and ``b``, exported bit for bit."""
+    out, truth = made
+    code, _o, err = run_cli(["export", str(out / "fastfast"), "-o", str(tmp_path / "f.npz"),
+                             "--ema-name", "fast", "--exclude", "c"])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "f.npz", {"w": truth["ff0:w"], "b": truth["ff0:b"]})
