@@ -329,7 +329,7 @@ def test_each_sibling_is_read_once_per_command(made, tmp_path, monkeypatch, args
     stated_graph (--keys-are-raw) each read the sibling .meta again, and a checkpoint opened
     again (reopened) read it once more: one reading serves them all. A fresh copy, so no
     reading of an earlier test's files is kept."""
-    import ckpt_tools.meta_sibling as meta_sibling
+    import ckpt_tools.sibling_saves as sibling_saves  # meta_sibling's reading of one .meta
 
     shutil.copytree(made[0] / "vtr_listed", tmp_path / "run")
     parsed: dict[tuple[str, str], int] = {}
@@ -342,7 +342,7 @@ def test_each_sibling_is_read_once_per_command(made, tmp_path, monkeypatch, args
         return read
 
     for name in ("read_meta_graph", "read_graphs", "saved_sources_all"):
-        monkeypatch.setattr(meta_sibling, name, counted(name, getattr(meta_sibling, name)))
+        monkeypatch.setattr(sibling_saves, name, counted(name, getattr(sibling_saves, name)))
     out = str(tmp_path / "w.npz")
     code, err = _exported([str(tmp_path / "run" / "model.ckpt-3"), "--out", out, *args])
     assert code == (0 if args else 6) and "model.ckpt-1.meta" in err, err
