@@ -26,6 +26,7 @@ from .formats.savedmodel import VARIABLES_PREFIX
 from .formats.staged_dir import StagedDir
 from .no_meta_mark import silenced, written_warning
 from .output_graphs import refuse_held_graph
+from .own_graph_mark import rewrites_misleading
 from .saved_swaps import shadow_keys
 from .written_roles import written_shadows, written_variables
 
@@ -283,7 +284,9 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
         prefix = os.path.join(work, name)
         averaged, copied, nbytes, nonfinite = _write_average(
             ckpts, prefix, source_of, to_average, progress, stage.shown,
-            average_mark(ckpts, carry, unknown, bake, newest.with_meta(use_meta), unread))
+            average_mark(ckpts, carry, unknown, bake, newest.with_meta(use_meta), unread,
+                         bake and rewrites_misleading(newest.with_meta(use_meta), source_of,
+                                                      to_average)))
         carried: list[str] = []
         records: list[str | None] = []
         if saved_model:
@@ -319,7 +322,8 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
 
 
 def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
-                 copied: Checkpoint | None = None, unread: str | None = None) -> dict | None:
+                 copied: Checkpoint | None = None, unread: str | None = None,
+                 rewritten: bool = False) -> dict | None:
     """The mark (:mod:`~ckpt_tools.tools_mark`) the average of ``ckpts`` carries inside its
     bundle: the doubting graphs ``carry`` (or the inputs whose graphs are ``unknown``) beside
     its inputs, which the sidecar record and carried copies lose with any rename or copy of
@@ -331,7 +335,9 @@ def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
     always gets; none where ``--no-meta`` left it unread); the statements ``--ema --bake``
     wrote it under (``--no-meta`` where it left ``unread`` a graph or mark deciding or
     doubting the inputs' names: :func:`~ckpt_tools.no_meta_mark.silenced`); and every
-    input's own mark.
+    input's own mark. ``rewritten``: ``--bake`` wrote a proven average's mean under every
+    key the inputs' own graph shows misleading (:func:`~ckpt_tools.own_graph_mark.
+    rewrites_misleading`), so their own-graph doubt no longer holds (review-30-attack-r110 F2).
 
     Returns:
         `dict`, or ``None`` where there is nothing to say.
@@ -345,7 +351,8 @@ def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
                    "inputs": [c.path for c in ckpts if getattr(c, "meta_doubt", ())
                               or getattr(c, "meta_unknown", None) is not None]}
     # the carried doubt and the inputs' own graphs' joined as every mark is (tools_mark)
-    doubted = names_doubted(merged(mark_doc(carried), mark_doc(own_graph_doubt(ckpts))))
+    doubted = names_doubted(merged(mark_doc(carried), mark_doc(
+        None if rewritten else own_graph_doubt(ckpts))))
     stated = {}
     if bake and ckpts[-1].saver_def_wrote:
         stated["saver_def_wrote"] = True

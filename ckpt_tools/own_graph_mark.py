@@ -18,7 +18,8 @@ import os
 from .errors import UnprovenPairingError
 from .formats._io import is_url
 
-__all__ = ["graph_digest", "names_mislead", "own_graph_doubt", "refuse_foreign_graph"]
+__all__ = ["graph_digest", "names_mislead", "own_graph_doubt", "refuse_foreign_graph",
+           "rewrites_misleading"]
 
 
 def names_mislead(ckpt) -> bool:
@@ -145,3 +146,26 @@ def refuse_foreign_graph(path: str, graph: str, doc: dict) -> UnprovenPairingErr
         "of these keys. Move that file away (the keys are then read as the mark says), or, if "
         "a Saver of each variable under its own name wrote the inputs, pass --not-swapped; "
         "the keys as stored: ckpt export --raw --no-meta", option="--not-swapped")
+
+
+def rewrites_misleading(newest, source_of: dict[str, str], to_average) -> bool:
+    """Whether ``average --ema --bake`` of inputs read through ``newest``'s own graph writes,
+    under every key that graph's save op wrote from a variable of another name, the mean of
+    a proven EMA shadow (``source_of``: output key -> the key whose average it holds;
+    ``to_average``: the shadow keys averaged): a plain name then holds its variable's
+    average, as a baked output's plain names do, and an average's name its average
+    (review-30-attack-r110 F2).
+
+    Returns:
+        `bool` (``False`` where the graph records no single save op that wrote the keys).
+    """
+    from .save_op import graph_file, written_sources
+    from .saved_keys import PART
+
+    if graph_file(newest) is None or getattr(newest, "meta_unread", None):
+        return False
+    sources = written_sources(newest)
+    if not sources:
+        return False
+    renamed = [k for k, vs in sources.items() if {PART.sub("", v) for v in vs} != {k}]
+    return bool(renamed) and all(source_of.get(k, k) in to_average for k in renamed)

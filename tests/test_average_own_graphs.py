@@ -116,3 +116,23 @@ def test_ema_over_marked_averages_read_through_their_recorded_graph(made, tmp_pa
     code, _, err = run_cli(["average", *map(str, copies), "--newest", str(copies[0]), "--ema",
                             "--bake", "--out", str(tmp_path / "f")])
     assert code == 6, err
+
+
+def test_baked_average_of_a_swapping_run_is_not_marked(made, tmp_path):
+    """F2: average --ema --bake of a swapping run saved with its own .meta writes the
+    averages' mean under every key, yet was marked names_doubted and its .index+.data copy
+    refused ("a swapping Saver's graph doubts"): not marked now, the copy exports the mean
+    of the averages, bit for bit."""
+    out, truth = made
+    s = out / "swap"
+    code, _, err = run_cli(["average", str(s / "model.ckpt-3"), str(s / "model.ckpt-2"),
+                            "--ema", "--bake", "--out", str(tmp_path / "e")])
+    assert code == 0, err
+    ckpt = _copy(tmp_path / "e", "model.ckpt-3", tmp_path / "c", only=(".index", ".data"))
+    code, _, err = run_cli(["export", str(ckpt), "--out", str(tmp_path / "c.npz")])
+    assert code == 0, err  # was 6: names_doubted
+    with np.load(tmp_path / "c.npz") as z:
+        for key in NAMES:
+            want = ((truth[f"swap:2:avg:{key}"].astype(np.float64) + truth[f"swap:3:avg:{key}"])
+                    / 2).astype(np.float32)
+            np.testing.assert_array_equal(z[key], want)
