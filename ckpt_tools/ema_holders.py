@@ -127,6 +127,17 @@ def _alone(ckpt: Checkpoint, ema_name: str | None, exclude: tuple[str, ...],
     return bool(read) and {a for _w, a in taken} <= read and not read & others
 
 
+class SplitHoldersError(UnprovenPairingError):
+    """:func:`refuse_split_holders`' refusal (exit 6), with ``for_eval``: where it is the
+    layout of an older ``ckpt train --api tf2``, what ``ckpt eval`` says instead (naming only
+    ``--ema-name``, an option eval has), else ``None``."""
+
+    def __init__(self, message: str, option: str | None,
+                 undecided: dict[str, tuple[str, ...]], for_eval: str | None = None):
+        super().__init__(message, option, undecided)
+        self.for_eval = for_eval
+
+
 def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
                          left_out=None) -> None:
     """Refuses a TF2 checkpoint's pairs (``(average key, weight key)``) where averages of one
@@ -139,7 +150,10 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
     Raises:
         UnprovenPairingError: naming the holders and their weights, ``--ema-name`` (your
             statement) and the ``--exclude`` options that export one holder's averages alone
-            where the export accepts them (exit 6).
+            where the export accepts them (exit 6). Where the split is the mirror an older
+            ``ckpt train --api tf2`` wrote (:func:`_older_train`), a
+            :class:`SplitHoldersError` leading with ``--ema-name`` (its ``option``, which
+            ``list`` shows) and no ``--exclude`` offers (review-30-user-u32 F4).
     """
     if ckpt.objects is None:
         return
@@ -156,6 +170,23 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
     shown = "; ".join(f"{'/'.join(holder) or 'the root'} holds the averages of "
                       f"{', '.join(paths.get(w, w) for w, _a in taken)}"
                       for holder, taken in listed[:_SHOWN]) + more
+    undecided = {w: (a,) for taken in each.values() for w, a in taken}
+    said = f"--ema-name {ema_name}: " if ema_name is not None else ""
+    if _older_train(ckpt, each) and family:  # the tool's own older layout (review-30 u32 F4)
+        names = ", ".join("/".join(h) for h, _t in listed[:_SHOWN]) + (
+            ", ..." if len(listed) > _SHOWN else "")
+        core = (f"{said}the averages named {family} are kept in a mirror of the model's paths "
+                f"under {len(each)} objects ({names}), as an older ckpt train --api tf2 kept "
+                f"its one EMA object's averages (ema/conv1/weights) and as two EMA objects of "
+                f"that name kept per network keep theirs: a TF2 checkpoint records no decay "
+                f"to tell them apart")
+        statement = f"--ema-name {family}"
+        raise SplitHoldersError(
+            f"{ckpt.path}: {core}; {statement} states that they are one EMA object's averages "
+            f"(a ckpt train run's are) and reads them; ckpt export --raw exports the raw "
+            f"weights instead", statement, undecided,
+            for_eval=f"{core}; ckpt eval {statement} states that they are one EMA object's "
+                     f"averages (a ckpt train run's are) and evaluates them")
     offers, unlisted = [], []
     for holder in sorted(each)[:_SHOWN]:  # a bounded number of probes (r109 F4)
         exclude = _excludes(ckpt, each, holder)
@@ -165,9 +196,6 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
                     {a for h, taken in each.items() if h != holder for _w, a in taken}):
             offers.append(option_text(ema_name, exclude, False))
     stated = f"--ema-name {family}" if family else "--ema-name NAME"
-    older = (" (a checkpoint of an older ckpt train --api tf2, which kept its one object's "
-             "averages in a mirror of the model's paths, ema/conv1/weights, needs it)"
-             if _older_train(ckpt, each) else "")
     offer = (f"{' or '.join(offers)} exports one holder's averages alone"
              + (f" (one of the first {_SHOWN} of {len(listed)} holders)"
                 if len(listed) > _SHOWN else "") + "; " if offers else "")
@@ -175,12 +203,12 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
         offer += (f"exporting one holder's averages alone takes more --exclude options than "
                   f"are listed here ({_MOST_EXCLUDES} at most): {', '.join(unlisted)}; ")
     raise UnprovenPairingError(
-        f"{ckpt.path}: " + (f"--ema-name {ema_name}: " if ema_name is not None else "")
+        f"{ckpt.path}: {said}"
         + f"the averages named {family or '(unnamed)'} are tracked under "
         f"{len(each)} different objects ({shown}), as two EMA objects of that name saved apart "
         f"are, or one object whose averages each network keeps, and a TF2 checkpoint records "
         f"no decay to show they are one object's, so each "
         f"weight may take its own object's average beside the other's; {offer}"
-        f"{stated} states that they are one EMA object's averages{older}; ckpt export --raw "
+        f"{stated} states that they are one EMA object's averages; ckpt export --raw "
         "exports the raw weights instead",
-        None, {w: (a,) for taken in each.values() for w, a in taken})
+        None, undecided)

@@ -14,6 +14,7 @@ printed, reads it. Real TensorFlow and tf_keras; truth is ``ema.average(v)`` at 
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -199,16 +200,20 @@ def test_ckpt_train_averages_dict_is_one_holder(made, tmp_path):
 
 def test_older_ckpt_train_mirror_is_refused_with_an_offer_that_works(made, tmp_path):
     """The mirror an older ``ckpt train`` wrote (``ema/conv1/weights``) is refused like any
-    mirror, saying where it may come from; the ``--ema-name`` the message prints, typed as
-    printed, exports each weight's average bit for bit."""
+    mirror, saying where it may come from and leading with the ``--ema-name`` that reads it
+    (no ``--exclude`` offer per conv layer: review-30-user-u32 F4); typed as printed, it
+    exports each weight's average bit for bit, and ``list --json`` names it as the option
+    that decides."""
     out, truth = made
     line = _refusal(out / "old_train", tmp_path)
-    assert "ema/conv1 holds the averages of" in line and "ema/conv2 holds" in line, line
-    assert "older ckpt train --api tf2" in line, line
-    assert "--exclude 'ema/conv2/*' or --exclude 'ema/conv1/*' exports" in line, line
-    _offers_work(out / "old_train", tmp_path, line, _of(truth, "old_train"))
+    assert "older ckpt train --api tf2" in line and "(ema/conv1, ema/conv2)" in line, line
+    assert "--exclude" not in line and len(line) < 800, line
     offer = re.search(r"; (--ema-name \S+) states that they are one EMA object's", line)
     assert offer and offer.group(1) == "--ema-name ExponentialMovingAverage", line
+    assert line.index(offer.group(1)) < line.index("--raw"), line
+    code, text, err = run_cli(["list", str(out / "old_train"), "--json"])
+    assert code == 0, err
+    assert json.loads(text)["ema_unproven"]["option"] == offer.group(1), text
     code, _o, err = run_cli(["export", str(out / "old_train"), "-o", str(tmp_path / "s.npz"),
                              *offer.group(1).split()])
     assert code == 0, err

@@ -7,7 +7,9 @@ what it wrote. TensorFlow is imported inside the tests, never at module level.
 from __future__ import annotations
 
 import io
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -248,11 +250,24 @@ def test_tf2_older_mirror_layout_evaluates_with_the_offered_ema_name(tf2_run, tm
     result = _invoke("eval", str(tmp_path / "old"), "-q")
     assert result.exit_code == 6, result.output
     line = " ".join(result.output.split())
-    assert "older ckpt train --api tf2" in line and \
-        "--ema-name ExponentialMovingAverage states" in line, line
-    result = _invoke("eval", str(tmp_path / "old"), "--ema-name", "ExponentialMovingAverage",
-                     "--json")
+    # eval names only options eval has: no --exclude, no ckpt export --raw (r-30 u32 F4)
+    assert "older ckpt train --api tf2" in line and "--exclude" not in line and \
+        "--raw" not in line, line
+    offer = re.search(r"ckpt eval (--ema-name \S+) states", line)
+    assert offer and offer.group(1) == "--ema-name ExponentialMovingAverage", line
+    result = _invoke("eval", str(tmp_path / "old"), *offer.group(1).split(), "--json")
     assert result.exit_code == 0, result.output
+    # export and list lead with the same statement, no --exclude list (a 2.8 KB line was)
+    result = _invoke("export", str(tmp_path / "old"), "-o", str(tmp_path / "r.npz"))
+    assert result.exit_code == 6, result.output
+    line = " ".join(result.output.split())
+    assert "--exclude" not in line and len(line) < 800, line
+    assert re.search(r"; --ema-name ExponentialMovingAverage states that they are one EMA "
+                     r"object's averages \(a ckpt train run's are\) and reads them", line), line
+    result = _invoke("list", str(tmp_path / "old"), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["ema_unproven"]["option"] == \
+        "--ema-name ExponentialMovingAverage", result.output
     assert evaluate(str(tmp_path / "old"), ema_name="ExponentialMovingAverage"
                     ).ema_accuracy == evaluate(tf2_run[1]).ema_accuracy
     result = _invoke("export", str(tmp_path / "old"), "-o", str(tmp_path / "x.npz"),

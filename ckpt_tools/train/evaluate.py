@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 import ckpt_tools
+from ckpt_tools.ema_holders import SplitHoldersError
 from ckpt_tools.formats.keras.h5_files import ZIP_READ_ERRORS, check_archive_file
 from ckpt_tools.restored_mark import read_mark, refuse_marked_assumed
 
@@ -170,7 +171,9 @@ def _ema_restore(restore, path: str) -> None:
     try:
         restore()
     except ckpt_tools.CheckpointError as exc:
-        if exc.args and isinstance(exc.args[0], str):
+        if isinstance(exc, SplitHoldersError) and exc.for_eval:  # eval's options only (u32 F4)
+            exc.args = (f"{path}: cannot restore EMA weights: {exc.for_eval}",)
+        elif exc.args and isinstance(exc.args[0], str):
             said = first_line(exc)  # naming the file once (u15 F12), where it starts with it
             said = said[len(path) + 2:] if said.startswith(f"{path}: ") else said
             exc.args = (f"{path}: cannot restore EMA weights: {said}", *exc.args[1:])
