@@ -16,6 +16,7 @@ from .object_held import EMA_OF_EMA, HELD_OWN, HELD_TWIN
 from .renamed_stated import OTHER_OBJECTS
 from .scoped_twins import SCOPED_TWIN
 from .slashed_stated import SLASHED
+from .unsaved_layers import empty_children, unsaved_layers_advice
 from .unstored_heads import RAW_REFUSED
 
 TYPE_CHECKING = False
@@ -452,9 +453,14 @@ def refuse_orphans(ckpt: Checkpoint, variables) -> None:
         return
     full = ckpt.objects.full_names if ckpt.objects is not None else {}
     of = [full.get(v.name, v.name).rpartition("/")[0] or v.name for v in orphans]
+    said = (f"{ckpt.path}: it holds {len(orphans)} average(s) (ema.average(v)) of variables "
+            f"it does not store ({', '.join(of[:4])}{' ...' if len(of) > 4 else ''}): ")
+    empty = [] if ckpt.objects is None else empty_children(
+        ckpt.objects, {v.name.split("/", 1)[0] for v in orphans})
+    if empty:  # the model was given and saved no variable (review-30-user-u32 F5)
+        raise EmaError(said + unsaved_layers_advice(empty))
     raise EmaError(
-        f"{ckpt.path}: it holds {len(orphans)} average(s) (ema.average(v)) of variables it "
-        f"does not store ({', '.join(of[:4])}{' ...' if len(of) > 4 else ''}): a "
+        said + "a "
         "tf.train.Checkpoint saves only what it is given; save them with the model "
         "(tf.train.Checkpoint(model=model, ema=[ema.average(v) for v in "
         "model.trainable_variables])), or read them from a checkpoint that holds both")
