@@ -8,7 +8,12 @@ read as one object's. What the file does show is where each average is tracked:
 ``Checkpoint(model=m, ema=[e1's averages], ema2=[e2's average])`` puts them under two
 holders (``ema``, ``ema2``), and so do ``ema={"gen": [...], "disc": [...]}`` (``ema/gen``,
 ``ema/disc``), a list of lists or a GAN module's two lists (review-28-attack-r104 F1): the
-holder is the object directly holding the average, read off its key's object-graph edges (one
+holder is each object directly holding the average: every parent the object graph records
+for its node, not only its key's path (TensorFlow keys an average by its first path, so one kept
+in a combined list ``all`` beside per-object lists ``g_ema``, ``d_ema`` is keyed under ``all``
+alone in one attribute order: review-30-attack-r111 F4). The averages of one name are split where
+some holder holds a proper subset of them (:func:`is_split`). A holder's path is read off the
+object-graph edges (one
 dict keyed by the weights' paths, ``{"dense/kernel": ...}``, is one holder: the edge holds the
 slash). A structure that mirrors the model's paths (``ema={"gen": {"w", "b"}, "disc":
 {"c"}}`` for ``gan/gen/w``, ``gan/disc/c``) is several holders too: two objects kept per
@@ -31,6 +36,7 @@ from __future__ import annotations
 import fnmatch
 import glob
 import re
+from collections import deque
 
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError, suffix_base
@@ -49,12 +55,36 @@ def _edges(key: str) -> tuple[str, ...]:
 _ESCAPE = re.compile(r"\.(.)")
 
 
+def _parents(objects) -> tuple[dict[str, list[int]], dict[int, tuple[str, ...]]]:
+    """Every node directly holding each variable key (all the parent edges the object graph
+    records, not only the key's own path: TensorFlow names a key by its first path, so an
+    average also kept in a combined list is keyed under that list alone, review-30-attack-r111
+    F4), and each node's path of edges (breadth-first from the root, as TensorFlow names the
+    keys)."""
+    path_of: dict[int, tuple[str, ...]] = {0: ()}
+    queue = deque([0])
+    while queue:
+        node = queue.popleft()
+        for name, child in objects.children.get(node, ()):
+            if child not in path_of:
+                path_of[child] = path_of[node] + (name,)
+                queue.append(child)
+    node_of = {k: n for n, k in objects.node_keys.items()}
+    parents: dict[int, list[int]] = {}
+    for node, kids in objects.children.items():
+        for _name, child in kids:
+            if node not in parents.setdefault(child, []):
+                parents[child].append(node)
+    return ({k: sorted(parents.get(n, ())) for k, n in node_of.items()}, path_of)
+
+
 def holders(ckpt: Checkpoint, pairs,
             left_out=None) -> dict[str, dict[tuple[str, ...], list[tuple[str, str]]]]:
-    """EMA name -> holder (the object directly holding the average: its object-graph edges
-    but the last, :func:`_edges`) -> ``[(weight key, average key), ...]`` of the pairs
-    (``(average key, weight key)``) of a TF2 checkpoint whose averages its object graph
-    tracks (optimizer slots left out: an optimizer's own), ``left_out(average, weight)``
+    """EMA name -> holder (each object directly holding the average: every parent the object
+    graph records for its node, by that parent's path of edges; an average kept in a combined
+    list and in a per-object list is under both) -> ``[(weight key, average key), ...]`` of
+    the pairs (``(average key, weight key)``) of a TF2 checkpoint whose averages its object
+    graph tracks (optimizer slots left out: an optimizer's own), ``left_out(average, weight)``
     leaving a pair out.
 
     Returns:
@@ -63,6 +93,7 @@ def holders(ckpt: Checkpoint, pairs,
     objects = ckpt.objects
     if objects is None:
         return {}
+    parents, path_of = _parents(objects)
     out: dict[str, dict[tuple[str, ...], list[tuple[str, str]]]] = {}
     for average, weight in sorted(pairs):
         if average == weight or average in objects.slots or average not in objects.paths or (
@@ -73,9 +104,20 @@ def holders(ckpt: Checkpoint, pairs,
             else ""
         if not family:  # no EMA name (a Keras optimizer's own averages): no name to share
             continue
-        out.setdefault(family, {}).setdefault(_edges(average)[:-1], []).append(
-            (weight, average))
+        held = [path_of[n] for n in parents.get(average, ()) if n in path_of] \
+            or [_edges(average)[:-1]]
+        for holder in sorted(set(held)):
+            out.setdefault(family, {}).setdefault(holder, []).append((weight, average))
     return out
+
+
+def is_split(each: dict[tuple[str, ...], list[tuple[str, str]]]) -> bool:
+    """Whether the averages of one EMA name (:func:`holders`' holders of one name) are split:
+    some holder holds a proper subset of them while another holder holds averages outside
+    it (a combined list beside per-object lists is split; one list or dict holding them all,
+    alone or twice, is not)."""
+    every = {a for taken in each.values() for _w, a in taken}
+    return any({a for _w, a in taken} < every for taken in each.values())
 
 
 #: keys beside the averages that ``ckpt train --api tf2`` writes (its step and loss averages)
@@ -111,8 +153,13 @@ def _excludes(ckpt: Checkpoint, each: dict[tuple[str, ...], list[tuple[str, str]
     for holder, taken in each.items():
         if holder == kept:
             continue
+        taken = [(w, a) for w, a in taken if (w, a) not in each[kept]]
+        if not taken:  # a combined list's averages that kept holds too (r111 F4)
+            continue
         prefix = glob.escape("/".join(holder)) + "/*"
-        if holder and len(taken) > 1 and not any(fnmatch.fnmatchcase(n, prefix) for n in own):
+        if holder and len(taken) > 1 and not any(fnmatch.fnmatchcase(n, prefix) for n in own) \
+                and all(fnmatch.fnmatchcase(a, prefix) or fnmatch.fnmatchcase(
+                    paths.get(a, a), prefix) for _w, a in taken):
             out.add(prefix)
         else:
             out.update(glob.escape(paths.get(w, w)) for w, _a in taken)
@@ -160,7 +207,7 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
     stated = set() if ema_name is None else {suffix_base(n.strip())
                                              for n in ema_name.split(",")}
     split = {f: each for f, each in holders(ckpt, pairs, left_out).items()
-             if len(each) > 1 and f not in stated}
+             if is_split(each) and f not in stated}
     if not split:
         return
     family, each = sorted(split.items())[0]
@@ -193,7 +240,8 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
         if len(exclude) > _MOST_EXCLUDES:  # not printed, not probed: counted
             unlisted.append(f"{'/'.join(holder) or 'the root'}'s {len(exclude)}")
         elif _alone(ckpt, ema_name, exclude, each[holder],
-                    {a for h, taken in each.items() if h != holder for _w, a in taken}):
+                    {a for taken in each.values() for _w, a in taken}
+                    - {a for _w, a in each[holder]}):
             offers.append(option_text(ema_name, exclude, False))
     stated = f"--ema-name {family}" if family else "--ema-name NAME"
     offer = (f"{' or '.join(offers)} exports one holder's averages alone"

@@ -122,6 +122,23 @@ save("old_train", avg, model=conv, ema=mirror_module(
     {p: one.average(v) for p, v in named.items()}, "ema"), **run)
 save("new_train", avg, model=conv, ema=averages_dict(
     {p: one.average(v) for p, v in named.items()}), **run)
+# review-30-attack-r111 F4: averages kept in a combined list AND per object; TensorFlow keys
+# each by its first path, so the key alone shows one holder in one attribute order
+M = dict(w=w, b=b, c=c)
+G, D = [A["w"], A["b"]], [A["c"]]
+save("all_first", {"model/w": A["w"], "model/b": A["b"], "model/c": A["c"]},
+     model=module(**M), trainer=module(all=G + D, g_ema=G, d_ema=D))
+save("all_last", {"model/w": A["w"], "model/b": A["b"], "model/c": A["c"]},
+     model=module(**M), trainer=module(g_ema=G, d_ema=D, all=G + D))
+net.gen.ema = [k1.average(v) for v in gv]
+net.disc.ema = [k2.average(v) for v in dv]
+save("TK_both", {f"model/{n}/{p}": ema[n][p] for n in ema for p in ema[n]},
+     model=net, ema=net.gen.ema + net.disc.ema)
+layers = {n: [one.average(v) for p, v in named.items() if p.startswith(n)]
+          for n in ("conv1", "conv2")}
+save("one_combined", avg, model=conv,
+     ema=module(all=layers["conv1"] + layers["conv2"], **layers))
+save("one_list", avg, model=conv, ema=[one.average(v) for v in named.values()])
 np.savez(os.path.join(out, "truth.npz"), **truth)
 """
 
@@ -218,3 +235,50 @@ def test_older_ckpt_train_mirror_is_refused_with_an_offer_that_works(made, tmp_p
                              *offer.group(1).split()])
     assert code == 0, err
     assert_npz_holds(tmp_path / "s.npz", _of(truth, "old_train"))
+
+
+def _each_offer_exports_one_holder(directory, tmp_path, line: str, truth: dict) -> int:
+    """Each ``--exclude`` offer printed, typed as printed, exports exactly the weights of one
+    holder the refusal lists, bit for bit; returns how many were printed."""
+    groups = listed_holders(line)
+    offers = printed_offers(line)
+    for i, args in enumerate(offers):
+        code, _o, err = run_cli(["export", str(directory), "-o", str(tmp_path / f"o{i}.npz"),
+                                 *args])
+        assert code == 0, (args, err)
+        with np.load(tmp_path / f"o{i}.npz") as z:
+            names = set(z.files)
+        assert names in groups.values(), (args, names, groups)
+        assert_npz_holds(tmp_path / f"o{i}.npz", {k: truth[k] for k in names})
+    return len(offers)
+
+
+@pytest.mark.parametrize("layout,holders", [
+    ("all_first", ("trainer/all", "trainer/g_ema", "trainer/d_ema")),
+    ("all_last", ("trainer/all", "trainer/g_ema", "trainer/d_ema")),
+    ("TK_both", ("ema", "model/gen/ema", "model/disc/ema")),
+    ("one_combined", ("ema/all", "ema/conv1", "ema/conv2"))])
+def test_averages_also_kept_in_a_combined_list_are_split(made, tmp_path, layout, holders):
+    """review-30-attack-r111 F4: two objects' averages (0.5 over w, b; 0.9 over c) kept in a
+    combined list beside per-object lists were exported as one object's, exit 0, where the
+    combined list came first (TensorFlow keys each average by its first path): every object
+    the graph records as holding an average counts, whatever the attribute order. One
+    object's averages kept so are split too; the statement exports bit for bit."""
+    out, truth = made
+    line = _refusal(out / layout, tmp_path)
+    for holder in holders:
+        assert f"{holder} holds the averages of" in line, line
+    assert "--ema-name ExponentialMovingAverage states" in line, line
+    _each_offer_exports_one_holder(out / layout, tmp_path, line, _of(truth, layout))
+    code, _o, err = run_cli(["export", str(out / layout), "-o", str(tmp_path / "s.npz"),
+                             "--ema-name", "ExponentialMovingAverage"])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "s.npz", _of(truth, layout))
+
+
+def test_one_list_of_one_objects_averages_is_one_holder(made, tmp_path):
+    """One list holding one object's averages, alone, exports by default bit for bit."""
+    out, truth = made
+    code, _o, err = run_cli(["export", str(out / "one_list"), "-o", str(tmp_path / "x.npz")])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "x.npz", _of(truth, "one_list"))
