@@ -235,7 +235,8 @@ def test_tf2_older_mirror_layout_evaluates_with_the_offered_ema_name(tf2_run, tm
 
     from ckpt_tools.train import model
     from ckpt_tools.train.evaluate import evaluate
-    from ckpt_tools.train.tf2 import LossAverages, mirror_module
+    from ckpt_tools.train.tf2 import LossAverages
+    from ckpt_tools.train.tf2_resume import mirror_module
 
     reader = tf.train.load_checkpoint(tf2_run[1])
     net = model.Tf2Model()
@@ -304,7 +305,7 @@ def _older_tf2_run(tf2_run, train_dir) -> str:
     it is. Returns the checkpoint prefix."""
     import tensorflow as tf
 
-    from ckpt_tools.train.tf2 import mirror_module
+    from ckpt_tools.train.tf2_resume import mirror_module
 
     objs = _tf2_run_objects(seed=1)
     shadows = objs.pop("shadows")

@@ -337,7 +337,8 @@ def test_parameter_server_resumes_a_run_saved_before_016f6d0(ps_strategy, tmp_pa
     import tensorflow as tf
 
     from ckpt_tools.train import model
-    from ckpt_tools.train.tf2 import LossAverages, mirror_module
+    from ckpt_tools.train.tf2 import LossAverages
+    from ckpt_tools.train.tf2_resume import mirror_module
 
     prefix = tf.train.latest_checkpoint(str(ps_strategy[0]))
     net = model.Tf2Model(1)

@@ -70,32 +70,6 @@ class LossAverages(tf.Module):
             avg.assign(LOSS_AVERAGE_DECAY * avg + (1.0 - LOSS_AVERAGE_DECAY) * value)
 
 
-def mirror_module(named: dict[str, tf.Variable], name: str) -> tf.Module:
-    """A tf.Module whose attribute paths are the keys of ``named`` (``conv1/weights`` ->
-    ``module.conv1["weights"]``), so its checkpoint keys mirror the model's (the momentum
-    buffers of ``--strategy parameter-server``; never an EMA's averages, which ``ckpt`` reads
-    as one object's only under one holder: :func:`averages_dict`).
-
-    Args:
-        named: variables by slash-separated path.
-        name: the module name.
-
-    Returns:
-        The module.
-    """
-    tree: dict = {}
-    for path, var in named.items():
-        *parents, leaf = path.split("/")
-        node = tree
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = var
-    module = tf.Module(name=name)
-    for key, value in tree.items():
-        setattr(module, key, value)  # dicts become tracked _DictWrapper nodes
-    return module
-
-
 def averages_dict(named: dict[str, tf.Variable]) -> dict[str, tf.Variable]:
     """The averages to save as ``ema``: one dict keyed by the weights' slash paths, so one
     object holds them all (``ema/conv1.Sweights``), which ``ckpt`` reads as one EMA object's

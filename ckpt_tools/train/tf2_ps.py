@@ -42,8 +42,8 @@ from .common import (
     save_due,
 )
 from .progress import TrainProgress
-from .tf2 import CHECKPOINT_NAME, LossAverages, averages_dict, make_dataset, mirror_module
-from .tf2_resume import restore_run
+from .tf2 import CHECKPOINT_NAME, LossAverages, averages_dict, make_dataset
+from .tf2_resume import mirror_module, restore_run
 
 PARTITION_MIN_BYTES = 16 << 10  # 16 KiB: conv3/weights (72 KiB) is split, small ones are not
 

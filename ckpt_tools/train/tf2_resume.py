@@ -5,7 +5,7 @@
 (``ema/conv1.Sweights/.ATTRIBUTES/VARIABLE_VALUE``, :func:`.tf2.averages_dict`). The layout
 before commit 016f6d0 (review-29-attack-r109 F2) saved them through a module mirroring the
 model's paths (``ema/conv1/weights/.ATTRIBUTES/VARIABLE_VALUE``, slashes as object-graph
-edges): :func:`mirror_before_016f6d0` builds that layout again, for restoring only. A run saved
+edges): :func:`mirror_module` builds that layout again, for restoring only. A run saved
 that way is restored through a ``tf.train.Checkpoint`` whose ``ema`` is that mirror over the
 same shadow variables, so the averages continue from the saved values; the run's own
 checkpoint (and so every new save) keeps the current dict layout. Any other layout of ``ema``
@@ -26,15 +26,16 @@ VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
 CURRENT, BEFORE_016F6D0 = "current", "before 016f6d0"
 
 
-def mirror_before_016f6d0(named: dict[str, Any], name: str = "ema") -> tf.Module:
-    """The layout of ``ema`` before commit 016f6d0: a module whose attribute paths are the
-    keys of ``named`` (``conv1/weights`` -> ``module.conv1["weights"]``, saved as
-    ``ema/conv1/weights``). Used to restore older runs only; never saved by new runs. Kept
-apart from :func:`.tf2.mirror_module` (the parameter-server momentum's layout) on purpose:
-this one is frozen as older runs wrote it.
+def mirror_module(named: dict[str, Any], name: str = "ema") -> tf.Module:
+    """A module whose attribute paths are the keys of ``named`` (``conv1/weights`` ->
+    ``module.conv1["weights"]``, saved as ``<name>/conv1/weights``): the layout of the
+    ``--strategy parameter-server`` momentum buffers, and of ``ema`` before commit 016f6d0
+    (restored from older runs only; new runs save their averages with
+    :func:`.tf2.averages_dict`). Frozen: checkpoints already written in it are read back
+    through it, so it must not change.
 
     Args:
-        named: each weight's average (a variable or ShardedVariable) by the weight's path.
+        named: variables (or ShardedVariables) by slash-separated path.
         name: the module name.
 
     Returns:
@@ -49,7 +50,7 @@ this one is frozen as older runs wrote it.
         node[leaf] = var
     module = tf.Module(name=name)
     for key, value in tree.items():
-        setattr(module, key, value)
+        setattr(module, key, value)  # dicts become tracked _DictWrapper nodes
     return module
 
 
@@ -114,7 +115,7 @@ def restore_run(
     layout = ema_layout(path, keys, list(shadows))
     root = ckpt
     if layout == BEFORE_016F6D0:
-        root = tf.train.Checkpoint(ema=mirror_before_016f6d0(shadows), **objects)
+        root = tf.train.Checkpoint(ema=mirror_module(shadows), **objects)
     try:
         root.restore(path).assert_existing_objects_matched()
     except (AssertionError, tf.errors.OpError, ValueError) as exc:
