@@ -28,9 +28,8 @@ def _said(ckpt: Checkpoint) -> tuple[str, dict[str, frozenset[str]] | str]:
     holds what its name says) where its graph shows none, or no graph of its own is read;
     ``(where, digest)`` where the graph records several Savers writing its keys from different
     variables (only a graph of the same bytes reads it the same way)."""
-    from .own_graph_mark import graph_digest, names_mislead
+    from .own_graph_mark import graph_digest, names_mislead, renamed_keys
     from .save_op import graph_file, written_sources
-    from .saved_keys import PART
 
     path = graph_file(ckpt)
     if path is None or getattr(ckpt, "meta_unread", None) or not names_mislead(ckpt):
@@ -41,8 +40,7 @@ def _said(ckpt: Checkpoint) -> tuple[str, dict[str, frozenset[str]] | str]:
     sources = written_sources(ckpt)
     if sources is None:  # several save ops, crossed: only these bytes read it this way
         return where + " records several Savers writing its keys", graph_digest(path) or path
-    return where, {k: frozenset(PART.sub("", v) for v in vs) for k, vs in sources.items()
-                   if {PART.sub("", v) for v in vs} != {k}}
+    return where, {k: frozenset(vs) for k, vs in renamed_keys(sources).items()}
 
 
 def refuse_disagreeing_graphs(ckpts: list[Checkpoint]) -> None:

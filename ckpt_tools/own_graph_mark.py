@@ -19,7 +19,7 @@ from .errors import UnprovenPairingError
 from .formats._io import is_url
 
 __all__ = ["graph_digest", "names_mislead", "own_graph_doubt", "refuse_foreign_graph",
-           "rewrites_misleading"]
+           "renamed_keys", "rewrites_misleading"]
 
 
 def names_mislead(ckpt) -> bool:
@@ -43,7 +43,7 @@ def names_mislead(ckpt) -> bool:
     if sources is None:
         return why_unwritten(ckpt) == CROSSED
     written = {k: {PART.sub("", v) for v in vs} for k, vs in sources.items()}
-    renamed = {k: vs for k, vs in written.items() if vs != {k}}
+    renamed = {k: vs for k, vs in written.items() if vs != {k}}  # renamed_keys, from written
     if not renamed:
         return False
     from .meta_shadows import update_ops_of
@@ -52,30 +52,44 @@ def names_mislead(ckpt) -> bool:
     averages = {} if ops is None else ops[0].averages
     if not averages:  # no average the graph proves: every renamed key is doubted
         return True
-    return any(_misleads(k, vs, written, averages, ckpt.meta) for k, vs in renamed.items())
+    # the graph's tables, built once (not once per renamed key: quadratic on a large graph)
+    owner = {PART.sub("", s): PART.sub("", v) for s, (v, _) in averages.items()}
+    suffixes = {_EMA} | {s[len(o) + 1:] for s, o in owner.items() if s.startswith(o + "/")}
+    names = {PART.sub("", n) for n in ckpt.meta.variables}
+    return any(_misleads(k, vs, written, owner, suffixes, names) for k, vs in renamed.items())
+
+
+def renamed_keys(sources: dict) -> dict[str, set[str]]:
+    """The keys a save op wrote from a variable of another name (``sources``: key -> the
+    variables written under it, :func:`~ckpt_tools.save_op.written_sources`), each with
+    those variables' names without ``/part_N``.
+
+    Returns:
+        `dict`: key -> its variables' names (``{}`` where every key is its variable's)."""
+    from .saved_keys import PART
+
+    written = {k: {PART.sub("", v) for v in vs} for k, vs in sources.items()}
+    return {k: vs for k, vs in written.items() if vs != {k}}
 
 
 _EMA = "ExponentialMovingAverage"
 
 
-def _misleads(key: str, sources: set[str], written: dict[str, set[str]], averages: dict,
-              meta) -> bool:
+def _misleads(key: str, sources: set[str], written: dict[str, set[str]],
+              owner: dict[str, str], suffixes: set[str], names: set[str]) -> bool:
     """Whether ``key``'s name says another role than what the save op wrote into it
     (``sources``): a plain name written from an average, an average's name
     (``<base>/<EMA name>``) written from a variable or from the average of another variable
     than the one ``<base>`` holds (``written``: key -> its sources), or another graph
-    variable's name. A scope rename (``net/W`` from ``model/W``, ``net/W/<EMA name>`` from
-    ``model/W/<EMA name>``) says what it holds (review-30-attack-r110 F8).
+    variable's name (``names``). ``owner``: each proven average -> its variable; ``suffixes``:
+    the EMA names of those averages. A scope rename (``net/W`` from ``model/W``,
+    ``net/W/<EMA name>`` from ``model/W/<EMA name>``) says what it holds (review-30-attack-r110 F8).
 
     Returns:
         `bool`."""
-    from .saved_keys import PART
-
     if len(sources) != 1:
         return True
     (src,) = sources
-    owner = {PART.sub("", s): PART.sub("", v) for s, (v, _) in averages.items()}
-    suffixes = {_EMA} | {s[len(o) + 1:] for s, o in owner.items() if s.startswith(o + "/")}
     of = owner.get(src) or next((src[:-len(x) - 1] for x in suffixes
                                  if src.endswith("/" + x)), None)
     base = next((key[:-len(x) - 1] for x in suffixes if key.endswith("/" + x)), None)
@@ -83,7 +97,7 @@ def _misleads(key: str, sources: set[str], written: dict[str, set[str]], average
         return base is None or not (base == of or written.get(base) == {of})
     if base is not None:  # an average's name written from a variable
         return True
-    return key in {PART.sub("", n) for n in meta.variables}
+    return key in names
 
 
 def graph_digest(path: str | None) -> str | None:
@@ -160,12 +174,11 @@ def rewrites_misleading(newest, source_of: dict[str, str], to_average) -> bool:
         `bool` (``False`` where the graph records no single save op that wrote the keys).
     """
     from .save_op import graph_file, written_sources
-    from .saved_keys import PART
 
     if graph_file(newest) is None or getattr(newest, "meta_unread", None):
         return False
     sources = written_sources(newest)
     if not sources:
         return False
-    renamed = [k for k, vs in sources.items() if {PART.sub("", v) for v in vs} != {k}]
+    renamed = renamed_keys(sources)
     return bool(renamed) and all(source_of.get(k, k) in to_average for k in renamed)
