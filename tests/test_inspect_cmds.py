@@ -296,7 +296,7 @@ def test_show_json_and_glob(corpus, capsys):
     assert code == 0 and set(by_name) == {"bad", "text", "zeros"}
     assert by_name["bad"]["values"] == [1.0, "nan", "inf", -2.0]
     assert by_name["bad"]["stats"]["nan"] == 1 and by_name["bad"]["flags"] == ["nan", "inf"]
-    assert by_name["text"]["values"] == ["a", "bb", "\\xff\x00z"]
+    assert by_name["text"]["values"] == ["a", "bb", {"base64": "/wB6"}]  # b"\xff\x00z" (u32 F7)
     assert by_name["zeros"]["values"] == [] and by_name["zeros"]["stats"]["mean"] is None
 
 

@@ -5,6 +5,7 @@ histograms as unicode bars.
 
 from __future__ import annotations
 
+import base64
 import math
 import sys
 
@@ -125,7 +126,8 @@ def values_json(array: np.ndarray, *, full: bool) -> dict:
 def json_ready(array: np.ndarray):
     """The values of ``array`` as JSON holds them, element by element (so a part of an array
     converts as the whole does): nested lists, strings decoded, NaN/Inf as strings, complex
-    values as ``[real, imag]`` pairs, bfloat16 as float32.
+    values as ``[real, imag]`` pairs, bfloat16 as float32; a string whose bytes are not UTF-8 as
+    ``{"base64": ...}``.
 
     Returns:
         nested lists, or one value for a 0-d array.
@@ -142,8 +144,20 @@ def json_ready(array: np.ndarray):
     return _clean(array.tolist())
 
 
-def _text(value) -> str:
-    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
+def _text(value) -> str | dict[str, str]:
+    """One string element as JSON holds it: its text where its bytes are UTF-8, else
+    ``{"base64": ...}`` of its bytes, so that no text stands for two values (review-30-user-u32
+    F7: ``b"\\xff"`` was written as the text ``\\xff``, which a stored backslash spells too).
+
+    Returns:
+        `str` or ``{"base64": str}``.
+    """
+    if not isinstance(value, bytes):
+        return str(value)
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(value).decode("ascii")}
 
 
 def _clean(data):
