@@ -1,9 +1,10 @@
 """Tiny Keras models fitted by real Keras 3 or tf_keras in a subprocess, with the truth recorded
 from the optimizer at save time: the prelude (:data:`KERAS3`, :data:`TF_KERAS`), the model
 (:func:`dense_net`) and the fit (:func:`fit_snapped`) that the generator scripts of the Keras
-tests shared inline. :func:`run_keras` runs a script's body after its prelude and returns the
-``truth`` it filled; :func:`fit_saved_mid_fit` fits and saves in the test's own process.
-Importing this module imports neither Keras nor TensorFlow."""
+tests shared inline, and a subclassed model's custom loop (:data:`KERAS3_LOOP`).
+:func:`run_keras` runs a script's body after its prelude and returns the ``truth`` it filled;
+:func:`fit_saved_mid_fit` fits and saves in the test's own process (:func:`fit_saving_mid_fit`
+a model of the test's own). Importing this module imports neither Keras nor TensorFlow."""
 
 from __future__ import annotations
 
@@ -33,6 +34,27 @@ sys.path.insert(0, {_HERE!r})
 from helpers_keras import dense_net, fit_snapped  # noqa: E402
 out = sys.argv[1]; K.utils.set_random_seed(3)
 truth = {{}}
+"""
+
+
+# What a Keras 3 subclassed model's custom-loop script starts with: its imports, ``out``
+# (argv[1]), seed 1, inputs ``x`` (4 x 3) and ``train(net, opt, after, steps)``, which takes
+# ``steps`` SGD steps of a squared loss and calls ``after()`` (the EMA's apply) after each.
+KERAS3_LOOP = """
+import os, sys
+import numpy as np
+import tensorflow as tf
+import keras
+out = sys.argv[1]
+keras.utils.set_random_seed(1)
+x = tf.constant(np.arange(12, dtype="float32").reshape(4, 3) / 10)
+def train(net, opt, after, steps):
+    for _ in range(steps):
+        with tf.GradientTape() as t:
+            loss = tf.reduce_mean((net(x) - 1.0) ** 2)
+        g = t.gradient(loss, net.trainable_variables)
+        opt.apply_gradients(zip(g, net.trainable_variables))
+        after()
 """
 
 
@@ -94,6 +116,20 @@ def fit_saved_mid_fit(keras, out: Path, seed: int) -> tuple:
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     x = np.random.RandomState(0).randn(64, 6).astype("float32")
     y = (x[:, 0] > 0).astype("int32")
+    saved = fit_saving_mid_fit(keras, model, x, y, out / "m.keras")
+    truth = {p.removeprefix(f"{model.name}/"): a for p, a in saved.items()}
+    return model, x, y, truth
+
+
+def fit_saving_mid_fit(keras, model, x, y, path: Path, epochs: int = 3) -> dict[str, np.ndarray]:
+    """Fits the compiled use_ema ``model`` to ``x``, ``y`` for ``epochs`` epochs (batches of 16)
+    and saves it as ``path`` (a ``.keras``) at the end of epoch 1: mid-fit, its weights raw and
+    the optimizer's copies the averages.
+
+    Returns:
+        Keras' own averages at save time (``optimizer._model_variables_moving_average``) by the
+        weight's ``path`` (``sequential/mid/kernel``).
+    """
     truth: dict[str, np.ndarray] = {}
 
     class Snap(keras.callbacks.Callback):
@@ -101,10 +137,11 @@ def fit_saved_mid_fit(keras, out: Path, seed: int) -> tuple:
             if epoch != 1:
                 return
             opt = self.model.optimizer
-            self.model.save(str(out / "m.keras"))
+            assert opt.use_ema
+            self.model.save(str(path))
             for v, a in zip(opt._trainable_variables, opt._model_variables_moving_average,
                             strict=True):
-                truth[v.path.removeprefix(f"{self.model.name}/")] = np.array(a.numpy())
+                truth[v.path] = np.array(a.numpy())
 
-    model.fit(x, y, epochs=3, batch_size=16, verbose=0, callbacks=[Snap()])
-    return model, x, y, truth
+    model.fit(x, y, epochs=epochs, batch_size=16, verbose=0, callbacks=[Snap()])
+    return truth

@@ -16,6 +16,7 @@ import shutil
 
 import numpy as np
 import pytest
+from helpers_keras import fit_saving_mid_fit
 from typer.testing import CliRunner
 
 NUM = 200
@@ -49,20 +50,7 @@ def saved(tmp_path_factory):
     ds = data_lib.load(None)
     x = data_lib.normalize(ds.train_images[:96])
     y = ds.train_labels[:96]
-    truth: dict[str, np.ndarray] = {}
-
-    class Snap(keras.callbacks.Callback):
-        def on_epoch_end(self, epoch, logs=None):
-            if epoch != 1:
-                return
-            opt = self.model.optimizer
-            assert opt.use_ema
-            self.model.save(str(out / "m.keras"))
-            for v, a in zip(opt._trainable_variables, opt._model_variables_moving_average,
-                            strict=True):
-                truth[v.path] = np.array(a.numpy())
-
-    net.fit(x, y, epochs=3, batch_size=16, verbose=0, callbacks=[Snap()])
+    truth = fit_saving_mid_fit(keras, net, x, y, out / "m.keras")
     assert truth
     # The accuracy of Keras' averages: the file's raw weights with the averages assigned.
     ref = keras_fit.compile_model(TrainConfig(ema_decay=0.9))

@@ -15,14 +15,9 @@ import re
 import numpy as np
 import pytest
 from helpers import run_cli, run_script
+from helpers_keras import KERAS3_LOOP
 
-SCRIPT = r"""
-import os, sys
-import numpy as np
-import tensorflow as tf
-import keras
-out = sys.argv[1]
-keras.utils.set_random_seed(1)
+SCRIPT = KERAS3_LOOP + r"""
 class Net(keras.Model):
     def __init__(self):
         super().__init__()
@@ -34,16 +29,7 @@ class Net(keras.Model):
 m = Net(); m(tf.zeros((1, 3)))
 opt = keras.optimizers.SGD(0.1)
 ema = tf.train.ExponentialMovingAverage(0.9)
-x = tf.constant(np.arange(12, dtype="float32").reshape(4, 3) / 10)
-@tf.function
-def step():
-    with tf.GradientTape() as t:
-        loss = tf.reduce_mean((m(x) - 1.0) ** 2)
-    g = t.gradient(loss, m.trainable_variables)
-    opt.apply_gradients(zip(g, m.trainable_variables))
-    ema.apply([v.value for v in m.trainable_variables])
-for _ in range(3):
-    step()
+train(m, opt, lambda: ema.apply([v.value for v in m.trainable_variables]), 3)
 avgs = [ema.average(v.value) for v in m.trainable_variables]
 np.savez(os.path.join(out, "truth.npz"), **{f"a{i}": a.numpy() for i, a in enumerate(avgs)})
 tf.train.Checkpoint(model=m, ema=avgs).write(os.path.join(out, "given", "ckpt"))

@@ -16,16 +16,11 @@ import os
 
 import pytest
 from helpers import assert_npz_holds, run_cli, run_script
+from helpers_keras import KERAS3_LOOP
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-SCRIPT = r"""
-import os, sys
-import numpy as np
-import tensorflow as tf
-import keras
-out = sys.argv[1]
-keras.utils.set_random_seed(1)
+SCRIPT = KERAS3_LOOP + r"""
 class GAN(keras.Model):
     def __init__(self):
         super().__init__()
@@ -38,16 +33,7 @@ opt = keras.optimizers.SGD(0.1)
 gv = [v.value for v in net.gen.trainable_variables]
 dv = [v.value for v in net.disc.trainable_variables]
 e1, e2 = tf.train.ExponentialMovingAverage(0.5), tf.train.ExponentialMovingAverage(0.9)
-x = tf.constant(np.arange(12, dtype="float32").reshape(4, 3) / 10)
-@tf.function
-def step():
-    with tf.GradientTape() as t:
-        loss = tf.reduce_mean((net(x) - 1.0) ** 2)
-    g = t.gradient(loss, net.trainable_variables)
-    opt.apply_gradients(zip(g, net.trainable_variables))
-    e1.apply(gv + dv); e2.apply(dv)
-for _ in range(3):
-    step()
+train(net, opt, lambda: (e1.apply(gv + dv), e2.apply(dv)), 3)
 names = ["model/gen/_kernel", "model/gen/bias", "model/disc/_kernel", "model/disc/bias"]
 one = [e1.average(v) for v in gv + dv]
 np.savez(os.path.join(out, "truth.npz"), **{n: a.numpy() for n, a in zip(names, one)})
@@ -95,13 +81,7 @@ def test_the_ways_offered_keep_the_averages(made, layout, tmp_path):
     assert_npz_holds(dest, truth)
 
 
-BN_SCRIPT = r"""
-import os, sys
-import numpy as np
-import tensorflow as tf
-import keras
-out = sys.argv[1]
-keras.utils.set_random_seed(1)
+BN_SCRIPT = KERAS3_LOOP + r"""
 class Net(keras.Model):
     def __init__(self):
         super().__init__()
@@ -112,13 +92,7 @@ net = Net(); net(tf.zeros((2, 3)))
 opt = keras.optimizers.SGD(0.1)
 vs = [v.value for v in net.trainable_variables]
 e = tf.train.ExponentialMovingAverage(0.5)
-x = tf.constant(np.arange(12, dtype="float32").reshape(4, 3) / 10)
-for _ in range(2):
-    with tf.GradientTape() as t:
-        loss = tf.reduce_mean((net(x) - 1.0) ** 2)
-    g = t.gradient(loss, net.trainable_variables)
-    opt.apply_gradients(zip(g, net.trainable_variables))
-    e.apply(vs)
+train(net, opt, lambda: e.apply(vs), 2)
 net.avgs = [e.average(v) for v in vs]  # a list attribute: not saved
 tf.train.Checkpoint(model=net, optimizer=opt).write(os.path.join(out, "bn", "ckpt"))
 np.savez(os.path.join(out, "truth.npz"), keras=np.array(keras.__version__))
