@@ -200,7 +200,9 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
             where the export accepts them (exit 6). Where the split is the mirror an older
             ``ckpt train --api tf2`` wrote (:func:`_older_train`), a
             :class:`SplitHoldersError` leading with ``--ema-name`` (its ``option``, which
-            ``list`` shows) and no ``--exclude`` offers (review-30-user-u32 F4).
+            ``list`` shows) and no ``--exclude`` offers (review-30-user-u32 F4). Its
+            ``option`` is the statement, ``--ema-name ExponentialMovingAverage``, whatever the
+            layout (``list`` said "no option decides": review-30-attack-r111 F2).
     """
     if ckpt.objects is None:
         return
@@ -259,4 +261,4 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
         f"weight may take its own object's average beside the other's; {offer}"
         f"{stated} states that they are one EMA object's averages; ckpt export --raw "
         "exports the raw weights instead",
-        None, undecided)
+        stated if family else None, undecided)

@@ -166,12 +166,18 @@ def refuse_both(ckpt: Checkpoint, ema_name: str, both: dict, suffix: dict[str, s
         {t: tuple(a + n) for t, (a, n) in both.items()})
 
 
-def accepted_names(ckpt: Checkpoint, found: list[str]) -> str:
+def accepted_names(ckpt: Checkpoint, found: list[str], named: list[str] = ()) -> str:
     """What to pass instead of a TF2 ``--ema-name`` that names none of the averages kept as
     ``found``: the first name, no ``--ema-name``, or all of them comma-separated, each
     alone or with ``--allow-missing``, as the export plan accepts it; "pass --ema-name ema
     or omit it" offered two options both refused beside two objects (review-22-attack-r62
-    F1)."""
+    F1). Where none of those is accepted, each of ``named`` (the EMA names the averages
+    carry, ``ExponentialMovingAverage``) alone: the statement a TF2 split-holder refusal
+    offers, that the averages of that name are one EMA object's (it said "none decides"
+    while ``--ema-name ExponentialMovingAverage`` was accepted: review-30-attack-r111 F2).
+
+    Returns:
+        the words to follow the refusal."""
     from .offer_probe import option_text, working  # they run the map: imported late
 
     names = [found[0], None, *([",".join(found)] if len(found) > 1 else [])]
@@ -181,6 +187,12 @@ def accepted_names(ckpt: Checkpoint, found: list[str]) -> str:
     said = [f"pass {option_text(n, (), allow)}" if n else "omit it" if i else "omit --ema-name"
             for i, (n, _, allow) in enumerate(ok[:2])]
     if not said:
+        stated = [n for n, _e, _a in working(ckpt, [(n, (), False) for n in named[:4]
+                                                     if n not in found])]
+        if stated:
+            return (" or ".join(f"pass {option_text(n)}" for n in stated[:2])
+                    + f", your statement that the averages named {stated[0]} are one EMA "
+                    f"object's (no --ema-name of {', '.join(found)} is accepted, nor omitting it)")
         return f"no --ema-name of {', '.join(found)} is accepted (omitted too), so none decides"
     return " or ".join(said) + (" (one EMA object's averages need none)" if len(found) == 1
                                 and any(n is None for n, _, _ in ok[:2]) else "")

@@ -283,7 +283,9 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
         kept = (f"its optimizer's averages of {len(shadows)} weight(s) (use_ema=True), which "
                 "a Keras file keeps for one optimizer: omit --ema-name" if keras else
                 f"averages of {len(shadows)} variable(s) kept as {', '.join(found[:4])}: "
-                + accepted_names(ckpt, found[:4]))
+                + accepted_names(ckpt, found[:4], sorted(
+                    {suffix_base(suffix.get(c, "")) for cs in shadows.values() for c in cs}
+                    - {""})))
         raise EmaError(
             f"{ckpt.path}: none of its averages is kept under the EMA name {ema_name!r} "
             f"(--ema-name; Python: ema_name=); it holds {kept}")

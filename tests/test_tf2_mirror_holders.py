@@ -282,3 +282,31 @@ def test_one_list_of_one_objects_averages_is_one_holder(made, tmp_path):
     code, _o, err = run_cli(["export", str(out / "one_list"), "-o", str(tmp_path / "x.npz")])
     assert code == 0, err
     assert_npz_holds(tmp_path / "x.npz", _of(truth, "one_list"))
+
+
+@pytest.mark.parametrize("layout", ["T1", "all_first"])
+def test_list_and_a_wrong_name_offer_the_split_statement(made, tmp_path, layout):
+    """review-30-attack-r111 F2: on a split layout other than an older ``ckpt train``'s,
+    ``list`` said "no option decides" (``--json`` option null) and a wrong ``--ema-name``
+    "none decides", while ``--ema-name ExponentialMovingAverage`` (the split refusal's
+    statement) is accepted. Both now name it; typed as printed it exports bit for bit."""
+    out, truth = made
+    code, text, err = run_cli(["list", str(out / layout)])
+    assert code == 0, err
+    said = " ".join((text + err).split())
+    assert "no option decides" not in said, said
+    assert "pass --ema-name ExponentialMovingAverage to decide" in said, said
+    code, text, err = run_cli(["list", str(out / layout), "--json"])
+    assert code == 0, err
+    assert json.loads(text)["ema_unproven"]["option"] == "--ema-name ExponentialMovingAverage"
+    code, _o, err = run_cli(["export", str(out / layout), "-o", str(tmp_path / "x.npz"),
+                             "--ema-name", "gen"])
+    assert code == 6, err
+    line = " ".join(err.split())
+    assert "none decides" not in line, line
+    offer = re.search(r"pass (--ema-name \S+), your statement", line)
+    assert offer, line
+    code, _o, err = run_cli(["export", str(out / layout), "-o", str(tmp_path / "s.npz"),
+                             *offer.group(1).split()])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "s.npz", _of(truth, layout))
