@@ -190,7 +190,7 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
     frozen |= meta_frozen
     expected = [v for v in everything if v.role in averaged_roles and v.name not in frozen]
     evidence = _ema_evidence(layout, ckpt)
-    return Listing(
+    listing = Listing(
         checkpoint=ckpt.path, format=ckpt.format, meta=ckpt.meta_source,
         saved_model=ckpt.location.saved_model,
         variables=shown, total=len(everything), averaged_roles=averaged_roles,
@@ -203,6 +203,12 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
         raw_expected=expected_raw(ckpt, [v.name for v in everything if v.name in frozen]),
         raw_named=raw_named, meta_note=doubt_note(ckpt),
         raw_offer=_raw_offer(ckpt, raw_named, decide or {}))
+    if ckpt.objects is not None and listing.any_ema:  # what export would warn (u32 F2)
+        from .orphan_averages import orphan_warnings
+
+        listing.orphans = orphan_warnings(ckpt, listing.by_key, "export and restore-ema have "
+                                          "no weight to give them")
+    return listing
 
 
 def _raw_offer(ckpt: Checkpoint, raw_named: dict, decide: dict) -> str | None:

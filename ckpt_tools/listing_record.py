@@ -59,6 +59,10 @@ class Listing(Record):
         raw_offer: where ``raw_named`` holds keys, the ``ckpt export`` options that read
             them as the averages, probed (:func:`~ckpt_tools.raw_stated.listed_averages_option`,
             ``""``: none found); ``None`` otherwise. Not in ``--json``.
+        orphans: what export and restore-ema warn of averages whose variables the file does
+            not store (:func:`~ckpt_tools.orphan_averages.orphan_warnings`), set by
+            :func:`~ckpt_tools.listing.list_variables`: a summary line of ``list``, and
+            ``--json``'s ``"warnings"`` (review-30-user-u32 F2).
     """
 
     checkpoint: str
@@ -83,7 +87,7 @@ class Listing(Record):
     _fields = ("checkpoint", "format", "meta", "variables", "total", "averaged_roles",
                "any_ema", "with_shadow", "expected", "by_key", "shards", "ema_evidence",
                "frozen", "saved_model", "unproven", "assumed", "copies_equal", "raw_expected",
-               "raw_named", "meta_note", "stated", "raw_offer")
+               "raw_named", "meta_note", "stated", "raw_offer", "orphans")
     _repr = tuple(f for f in _fields if f != "by_key")
 
     def __init__(self, checkpoint: str, format: str, meta: str | None,  # noqa: A002
@@ -120,6 +124,7 @@ class Listing(Record):
         self.copies_equal = copies_equal
         self.raw_expected = {} if raw_expected is None else raw_expected
         self.raw_named = {} if raw_named is None else raw_named
+        self.orphans: list[str] = []  # orphan_averages' warnings, the list command's words
 
     @property
     def decides(self) -> str | None:
@@ -161,6 +166,7 @@ class Listing(Record):
             **({"assumed": self.assumed} if self.assumed else {}),
             **({"meta_note": self.meta_note} if self.meta_note else {}),
             **self.stated,
+            **({"warnings": self.orphans} if self.orphans else {}),
         }
 
     def to_json(self, default: Callable | None = None) -> str:
@@ -191,6 +197,7 @@ class Listing(Record):
             **({"assumed": self.assumed} if self.assumed else {}),
             **({"meta_note": self.meta_note} if self.meta_note else {}),
             **self.stated,
+            **({"warnings": self.orphans} if self.orphans else {}),
         }, separators=(",", ":"), ensure_ascii=False, default=default)
         return f'{head[:-1]},"variables":[{rows}],{tail[1:]}'
 

@@ -1,11 +1,12 @@
 """Averages of variables a TF2 checkpoint does not store: said, never dropped in silence.
 
 ``tf.train.Checkpoint(model=m, ema_vars=[ema.average(v) for v in m.trainable_variables])``
-saves every average, but only the weights the object graph tracks. A Keras 3 model's layers
-kept in a plain Python list (``self.blocks = [Dense(4), ...]``) are not tracked by TF's object
-graph, so their weights are not in the checkpoint while their averages are, named by TF after
-the variable (``net/blk0/kernel/ExponentialMovingAverage``). Such an average pairs with nothing
-stored, so an export holds fewer weights than the model has: callers say so, naming them.
+saves every average, but only the weights the object graph tracks. A Keras 3 model keeps layers
+assigned in a list attribute (``self.blocks = [Dense(4), ...]``) in its own ``TrackedList``,
+which ``tf.train.Checkpoint`` does not save, so their weights are not in the checkpoint while
+their averages are, named by TF after the variable (``net/blk0/kernel/ExponentialMovingAverage``).
+Such an average pairs with nothing stored, so an export holds fewer weights than the model has:
+callers say so, naming them, and ``list`` says it under its table (review-30-user-u32 F2).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import re
 from . import roles as R
 from .formats._record import replace
 from .object_slashed import split_slashed
+from .wording import agreeing, counted
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
 if TYPE_CHECKING:
@@ -58,12 +60,16 @@ def orphan_warning(orphans: dict[str, str], result: str) -> str | None:
         return None
     names = sorted(set(orphans.values()))
     shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
-    return (f"{len(orphans)} average(s) belong to variables this checkpoint does not store "
-            f"({shown}: the names TensorFlow gave them), so {result}: the model's object "
-            "graph did not track them (a Keras 3 model's layers kept in a plain Python list "
-            "are not tracked); save a checkpoint that holds those weights, or read their "
-            f"averages by key ({', '.join(sorted(orphans)[:2])}"
-            f"{', ...' if len(orphans) > 2 else ''})")
+    return (f"{counted(len(orphans), 'average')} "
+            f"{agreeing(len(orphans), 'belongs', 'belong')} to variables this checkpoint does "
+            f"not store ({shown}: the names TensorFlow gave them), so {result}: the model's "
+            "object graph did not track them (a Keras 3 model keeps layers assigned in a list "
+            "attribute, self.blocks = [Dense(...), ...], in a TrackedList, which "
+            "tf.train.Checkpoint does not save); save a checkpoint that holds those weights "
+            "(with the optimizer too, tf.train.Checkpoint(model=model, optimizer=optimizer, "
+            "...), it stores them in the optimizer's list: state --apply-order "
+            "trainable:optimizer), or read their averages by key "
+            f"({', '.join(sorted(orphans)[:2])}{', ...' if len(orphans) > 2 else ''})")
 
 
 def orphan_warnings(ckpt: Checkpoint, variables, result: str, keep=None) -> list[str]:

@@ -61,7 +61,7 @@ def test_export_says_which_averages_have_no_weight(listed, tmp_path):
     assert len(lacking) == 1, doc["warnings"]
     for name in ("net/blk0/kernel", "net/blk0/bias", "net/blk1/kernel", "net/blk1/bias"):
         assert name in lacking[0] and name in err, (name, lacking[0])
-    assert "4 average(s)" in lacking[0] and "holds 3 weights" in lacking[0], lacking[0]
+    assert "4 averages" in lacking[0] and "holds 3 weights" in lacking[0], lacking[0]
     with np.load(npz) as z:  # what is exported is the head's and gain's averages, exactly
         assert len(z.files) == 3
         for name in z.files:
@@ -76,5 +76,22 @@ def test_restore_ema_says_it_too(listed, tmp_path):
     out, _ = listed
     code, _, err = run_cli(["restore-ema", str(out), "--out", str(tmp_path / "r")])
     assert code == 0, err
-    assert "4 average(s) belong to variables this checkpoint does not store" in err, err
+    assert "4 averages belong to variables this checkpoint does not store" in err, err
     assert "net/blk1/kernel" in err and "restores none of those weights" in err, err
+
+
+def test_list_says_which_averages_have_no_weight(listed):
+    """review-30-user-u32 F2: list said "EMA: 3 of 3 weights have a shadow" and nothing of
+    the 4 averages whose weights the file lacks, which export and restore-ema warn of."""
+    out, _ = listed
+    code, text, err = run_cli(["list", str(out)])
+    assert code == 0, err
+    said = " ".join(err.split())  # the lines under the table
+    assert "EMA: 3 of 3 weights have a shadow" in said, said
+    assert "EMA: 4 averages belong to variables this checkpoint does not store" in said, said
+    assert "net/blk1/kernel" in said and "TrackedList" in said, said
+    assert "--apply-order trainable:optimizer" in said, said
+    code, text, err = run_cli(["list", str(out), "--json"])
+    assert code == 0, err
+    [warned] = json.loads(text)["warnings"]
+    assert warned.startswith("4 averages belong to variables"), warned

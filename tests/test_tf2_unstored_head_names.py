@@ -188,7 +188,7 @@ def test_stated_name_reads_orphans_and_raw_keeps_them(named_orphans, tmp_path):
                             "--ema-name", "fast"])
     assert code == 0, err
     said = " ".join(err.split())
-    assert "2 average(s) belong to variables this checkpoint does not store" in said, said
+    assert "2 averages belong to variables this checkpoint does not store" in said, said
     assert "b/kernel" in said, said
     _same(tmp_path / "e.npz", avg)
     code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "r.npz"), "--raw"])

@@ -166,7 +166,8 @@ def list_command(
     if listing.meta_note and not json_out:  # another graph doubting its names (r78)
         out.note(f"note: {listing.meta_note}", always=True)
     if json_out:
-        warned = {"warnings": list(out.warned)} if out.warned else {}  # r94 F5
+        warned = [*out.warned, *listing.orphans]  # r94 F5; u32 F2: as export warns
+        warned = {"warnings": warned} if warned else {}
         out.json({**listing.to_dict(), **stated, **warned})
     elif quiet:
         out.lines([v.path or v.name for v in listing.variables])
@@ -277,6 +278,13 @@ def _print_table(out: Output, listing: Listing) -> None:
     keep = min(3 + max(last_segments), max(14, out.width // 3))
     columns[-1] = Column("ema", shrink="middle", min_width=max(14, keep), floor=10, lead="of ")
     out.table(f"{listing.checkpoint} ({listing.format})", columns, rows)
+    _summary(out, listing)
+    for said in listing.orphans:  # averages of weights it does not store, as export warns them
+        out.summary(f"EMA: {said}")  # (review-30-user-u32 F2: not a clean "2 of 2")
+
+
+def _summary(out: Output, listing: Listing) -> None:
+    """The lines under ``list``'s table: the totals, then what the file proves of the EMA."""
     shown = listing.variables
     out.summary()
     tables = table_totals(shown)  # lookup data, not parameters
