@@ -175,9 +175,10 @@ def _alone(ckpt: Checkpoint, ema_name: str | None, exclude: tuple[str, ...],
 
 
 class SplitHoldersError(UnprovenPairingError):
-    """:func:`refuse_split_holders`' refusal (exit 6), with ``for_eval``: where it is the
-    layout of an older ``ckpt train --api tf2``, what ``ckpt eval`` says instead (naming only
-    ``--ema-name``, an option eval has), else ``None``."""
+    """:func:`refuse_split_holders`' refusal (exit 6), with ``for_eval``: what ``ckpt eval``
+    says instead, naming only ``--ema-name``, the option eval has (and ``ckpt export`` for
+    the ``--exclude`` offers: review-30-attack-r111 F3), or ``None`` where no EMA name states
+    anything."""
 
     def __init__(self, message: str, option: str | None,
                  undecided: dict[str, tuple[str, ...]], for_eval: str | None = None):
@@ -195,7 +196,7 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
     that are checked the same way (review-29-attack-r109 F3).
 
     Raises:
-        UnprovenPairingError: naming the holders and their weights, ``--ema-name`` (your
+        SplitHoldersError: naming the holders and their weights, ``--ema-name`` (your
             statement) and the ``--exclude`` options that export one holder's averages alone
             where the export accepts them (exit 6). Where the split is the mirror an older
             ``ckpt train --api tf2`` wrote (:func:`_older_train`), a
@@ -252,13 +253,18 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
     if unlisted:  # an offer of hundreds of options is no offer to type (r109 F4)
         offer += (f"exporting one holder's averages alone takes more --exclude options than "
                   f"are listed here ({_MOST_EXCLUDES} at most): {', '.join(unlisted)}; ")
-    raise UnprovenPairingError(
-        f"{ckpt.path}: {said}"
-        + f"the averages named {family or '(unnamed)'} are tracked under "
-        f"{len(each)} different objects ({shown}), as two EMA objects of that name saved apart "
-        f"are, or one object whose averages each network keeps, and a TF2 checkpoint records "
-        f"no decay to show they are one object's, so each "
-        f"weight may take its own object's average beside the other's; {offer}"
-        f"{stated} states that they are one EMA object's averages; ckpt export --raw "
-        "exports the raw weights instead",
-        stated if family else None, undecided)
+    core = (f"{said}the averages named {family or '(unnamed)'} are tracked under "
+            f"{len(each)} different objects ({shown}), as two EMA objects of that name saved "
+            f"apart are, or one object whose averages each network keeps, and a TF2 checkpoint "
+            f"records no decay to show they are one object's, so each weight may take its own "
+            f"object's average beside the other's")
+    # ckpt eval takes --ema-name, not --exclude nor --raw: it names only what it takes, and
+    # ckpt export for the --exclude offers (review-30-attack-r111 F3)
+    for_eval = (f"{core}; ckpt eval {stated} states that they are one EMA object's averages "
+                f"and evaluates them" + (f"; ckpt export {' or '.join(offers)} exports one "
+                                         f"holder's averages alone" if offers else "")
+                if family else None)
+    raise SplitHoldersError(
+        f"{ckpt.path}: {core}; {offer}{stated} states that they are one EMA object's "
+        "averages; ckpt export --raw exports the raw weights instead",
+        stated if family else None, undecided, for_eval=for_eval)

@@ -279,6 +279,52 @@ def test_tf2_older_mirror_layout_evaluates_with_the_offered_ema_name(tf2_run, tm
             assert npz[f"model/{name}"].tobytes() == reader.get_tensor(_ema_key(name)).tobytes()
 
 
+def test_tf2_split_averages_eval_offers_only_what_eval_takes(tf2_run, tmp_path):
+    """review-30-attack-r111 F3: a run's averages kept under two holders (``ema/conv``,
+    ``ema/head``; not an older ckpt train's mirror) are refused by eval (exit 6), which offered
+    ``--exclude`` (``No such option``). Eval now offers only ``--ema-name``, which evaluates
+    the saved averages as printed, and names ``ckpt export`` for the ``--exclude`` offers,
+    each of which exports one holder's averages bit for bit as printed."""
+    import shlex
+
+    import tensorflow as tf
+
+    from ckpt_tools.train import model
+
+    reader = tf.train.load_checkpoint(tf2_run[1])
+    net = model.Tf2Model()
+    tf.train.Checkpoint(model=net).read(tf2_run[1]).expect_partial()
+    shadows = {p: tf.Variable(reader.get_tensor(_ema_key(p)), trainable=False,
+                              name=f"{v.name.split(':')[0]}/ExponentialMovingAverage")
+               for p, v in net.named_variables().items()}
+    ema = {"conv": [v for p, v in shadows.items() if p.startswith("conv")],
+           "head": [v for p, v in shadows.items() if not p.startswith("conv")]}
+    split = tf.train.Checkpoint(model=net, ema=ema, step=tf.Variable(40, dtype=tf.int64))
+    tf.train.CheckpointManager(split, str(tmp_path / "run"), 1, checkpoint_name="ckpt").save(40)
+    result = _invoke("eval", str(tmp_path / "run"), "--num-examples", "64", "-q")
+    assert result.exit_code == 6, result.output
+    line = " ".join(result.output.split())
+    assert "older ckpt train" not in line and "--raw" not in line, line
+    offer = re.search(r"ckpt eval (--ema-name \S+) states", line)
+    assert offer and offer.group(1) == "--ema-name ExponentialMovingAverage", line
+    exports = re.search(r"; ckpt export (--exclude [^;]*?) exports one holder's", line)
+    assert exports and line.count("--exclude") == exports.group(0).count("--exclude"), line
+    result = _invoke("eval", str(tmp_path / "run"), *offer.group(1).split(), "--num-examples",
+                     "64", "-q")
+    assert result.exit_code == 0, result.output
+    held = [{f"model/{p}" for p in shadows if p.startswith("conv")},
+            {f"model/{p}" for p in shadows if not p.startswith("conv")}]
+    for i, typed in enumerate(exports.group(1).split(" or ")):
+        result = _invoke("export", str(tmp_path / "run"), "-o", str(tmp_path / f"{i}.npz"),
+                         *shlex.split(typed))
+        assert result.exit_code == 0, (typed, result.output)
+        with np.load(tmp_path / f"{i}.npz") as npz:
+            assert set(npz.files) in held, (typed, npz.files)
+            for name in npz.files:
+                assert npz[name].tobytes() == reader.get_tensor(
+                    _ema_key(name.removeprefix("model/"))).tobytes()
+
+
 def _tf2_run_objects(seed: int = 0) -> dict:
     """The objects a ``ckpt train --api tf2`` run checkpoints, built as tf2.train_with_stats
     builds them (shadows by ExponentialMovingAverage.apply, momentum slots created at zero)."""
