@@ -79,11 +79,12 @@ def _misleads(key: str, sources: set[str], written: dict[str, set[str]],
               owner: dict[str, str], suffixes: set[str], names: set[str]) -> bool:
     """Whether ``key``'s name says another role than what the save op wrote into it
     (``sources``): a plain name written from an average, an average's name
-    (``<base>/<EMA name>``) written from a variable or from the average of another variable
-    than the one ``<base>`` holds (``written``: key -> its sources), or another graph
-    variable's name (``names``). ``owner``: each proven average -> its variable; ``suffixes``:
-    the EMA names of those averages. A scope rename (``net/W`` from ``model/W``,
-    ``net/W/<EMA name>`` from ``model/W/<EMA name>``) says what it holds (review-30-attack-r110 F8).
+    (``<base>/<EMA name>``) written from a variable, from the average of another variable
+    than the one ``<base>`` holds, or from an average of another EMA name (``written``:
+    key -> its sources), or another graph variable's name (``names``). ``owner``: each
+    proven average -> its variable; ``suffixes``: the EMA names of those averages. A scope
+    rename (``net/W`` from ``model/W``, ``net/W/<EMA name>`` from ``model/W/<EMA name>``) says
+    what it holds (review-30-attack-r110 F8).
 
     Returns:
         `bool`."""
@@ -92,9 +93,14 @@ def _misleads(key: str, sources: set[str], written: dict[str, set[str]],
     (src,) = sources
     of = owner.get(src) or next((src[:-len(x) - 1] for x in suffixes
                                  if src.endswith("/" + x)), None)
-    base = next((key[:-len(x) - 1] for x in suffixes if key.endswith("/" + x)), None)
     if of is not None:  # written from an average: its name must be its variable's average's
-        return base is None or not (base == of or written.get(base) == {of})
+        # under the same EMA name: net/W/fast written from model/W/slow (another object's
+        # average of the same variable) misleads (review-31-attack-r114 F2)
+        if not src.startswith(of + "/") or not key.endswith(src[len(of):]):
+            return True
+        base = key[:-(len(src) - len(of))]
+        return not (base == of or written.get(base) == {of})
+    base = next((key[:-len(x) - 1] for x in suffixes if key.endswith("/" + x)), None)
     if base is not None:  # an average's name written from a variable
         return True
     return key in names

@@ -3,8 +3,10 @@
 ...}`` (porting a model) writes each key's name's own role, yet ``names_mislead`` flagged any
 key written from a variable of another name: the average was marked ``names_doubted`` and its
 ``.index`` + ``.data`` copy refused as "a swapping Saver's graph", though the input's own copy
-reads right. A Saver that writes an average's name from another variable's average stays
-marked. Truth: ``sess.run`` at each save of real TF1 Savers (graph mode)."""
+reads right. A Saver that writes an average's name from another variable's average, or
+from another EMA object's average of the same variable (``net/W/fast`` holding ``slow``'s:
+review-31-attack-r114 F2), stays marked. Truth: ``sess.run`` at each save of real TF1
+Savers (graph mode)."""
 
 from __future__ import annotations
 
@@ -38,8 +40,36 @@ def run(name, crossed):
                 for k, x in (("W", w), ("V", v)):
                     truth[f"{name}:{i}:avg:net/{k}"] = s.run(ema.average(x))
 
+
+def two_objects(name, pre):
+    # slow's averages saved under fast's names and the reverse: each key's base holds the
+    # average's variable, only the EMA name is another object's (review-31-attack-r114 F2)
+    with tf.Graph().as_default():
+        gs = tf1.train.get_or_create_global_step()
+        with tf1.variable_scope("model"):
+            w = tf1.get_variable("W", [2])
+            v = tf1.get_variable("V", [2], initializer=tf1.constant_initializer(0.3))
+        loss = tf.reduce_sum(tf.square(w * 2.0 + v - 1.0))
+        train = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
+        slow = tf1.train.ExponentialMovingAverage(0.5, name="slow")
+        fast = tf1.train.ExponentialMovingAverage(0.9, name="fast")
+        with tf.control_dependencies([train]):
+            step = tf.group(slow.apply([w, v]), fast.apply([w, v]))
+        keys = {"global_step": gs}
+        for k, x in (("W", w), ("V", v)):
+            keys[f"{pre}/{k}"] = x
+            keys[f"{pre}/{k}/fast"] = slow.average(x)
+            keys[f"{pre}/{k}/slow"] = fast.average(x)
+        saver = tf1.train.Saver(keys, max_to_keep=None)
+        with trained(tf, step, 0) as s:
+            for i in (1, 2, 3):
+                s.run(step)
+                saver.save(s, f"{out}/{name}/model.ckpt", global_step=i)
+
 run("renamed", False)
 run("crossed", True)
+two_objects("objects_crossed", "model")
+two_objects("objects_crossed_renamed", "net")
 '''
 NAMES = ("net/W", "net/V")
 
@@ -67,12 +97,15 @@ def test_scope_renaming_savers_average_is_not_marked(made, tmp_path):
             np.testing.assert_array_equal(z[key], want)
 
 
-def test_an_average_name_written_from_another_variables_average_stays_marked(made, tmp_path):
+@pytest.mark.parametrize("run", ["crossed", "objects_crossed", "objects_crossed_renamed"])
+def test_an_average_name_written_from_another_average_stays_marked(made, tmp_path, run):
     out, _ = made
-    code, _, err = run_cli(["average", str(out / "crossed/model.ckpt-3"),
-                            str(out / "crossed/model.ckpt-2"), "--out", str(tmp_path / "a")])
+    code, _, err = run_cli(["average", str(out / run / "model.ckpt-3"),
+                            str(out / run / "model.ckpt-2"), "--out", str(tmp_path / "a")])
     assert code == 0, err
     ckpt = _copy(tmp_path / "a", "model.ckpt-3", tmp_path / "c", only=(".index", ".data"))
-    code, _, err = run_cli(["export", str(ckpt), "--out", str(tmp_path / "c.npz")])
+    extra = [] if run == "crossed" else ["--ema-name", "fast"]
+    # was exit 0 for the objects' crossing: slow's averages exported as fast's
+    code, _, err = run_cli(["export", str(ckpt), "--out", str(tmp_path / "c.npz"), *extra])
     assert code == 6 and KEY in " ".join(err.split()), err
     assert not (tmp_path / "c.npz").exists()
