@@ -365,7 +365,8 @@ def print_console(results: dict) -> None:
         console.print(f"machine: {_machine_line(results['machine'])}")
         console.print(f"command: {results['command']}  ({results['total_s']:.0f} s)")
         return
-    scaling = Table(title="scaling (1,003 tensors at every size)", header_style="bold")
+    scaling = Table(title=f"scaling ({tensor_count(results)} tensors at every size)",
+                    header_style="bold")
     for h in _SCALING_HEADERS:
         scaling.add_column(h, justify="left" if h == "size" else "right")
     for cells in scaling_cells(results):
@@ -375,6 +376,13 @@ def print_console(results: dict) -> None:
         console.print(import_line(results), markup=False, soft_wrap=True)
     console.print(f"machine: {_machine_line(results['machine'])}")
     console.print(f"command: {results['command']}  ({results['total_s']:.0f} s)")
+
+
+def tensor_count(results: dict) -> str:
+    """Returns the sized checkpoints' tensor count as text (``"1,003"``; ``--variables`` or
+    ``--quick`` change it), or the counts joined by ``/`` where sizes differ."""
+    counts = sorted({s["tensors"] for s in results["sizes"] if "tensors" in s}) or [1003]
+    return "/".join(f"{n:,}" for n in counts)
 
 
 def _md_table(headers: list[str], body: list[list[str]]) -> str:
@@ -388,7 +396,8 @@ def markdown(results: dict) -> str:
     m = results["machine"]
     return "\n\n".join([
         "## Benchmarks",
-        "`bench/run.py` generates TF1-style checkpoints (1,003 float32 tensors: weights, "
+        f"`bench/run.py` generates TF1-style checkpoints ({tensor_count(results)} float32 "
+        "tensors: weights, "
         "`/ExponentialMovingAverage` shadows, `/Momentum` slots and `global_step`, in two data "
         "shards, plus a `.meta` graph) and measures ckpt_tools against TensorFlow's own tools. "
         "Whole processes are timed for `list` and `restore-ema`; read throughput is timed "

@@ -1,6 +1,6 @@
 """Benchmark ckpt_tools against TensorFlow's own tools, side by side, on generated checkpoints.
 
-Measures, at each size (variable count constant, 1,003 tensors in two data shards):
+Measures, at each size (variable count constant, 1,003 tensors by default, in two data shards):
 
 1. list latency: ``ckpt list --json`` vs ``inspect_checkpoint`` vs ``tf.train.list_variables``
    (whole processes);
@@ -15,7 +15,7 @@ Examples::
 
     python bench/run.py                         # 100M, 300M and 1G
     python bench/run.py --sizes 1G --repeats 5 --json results.json --markdown results.md
-    python bench/run.py --quick                 # a few MB, one repeat: a smoke run
+    python bench/run.py --quick                 # 4 MB, ~100 tensors, one repeat: a smoke run
     python bench/run.py --only show-full        # ckpt show --full memory, 1M values
 """
 
@@ -313,20 +313,21 @@ def _merge(summaries: list[dict]) -> dict:
 
 
 def bench_size(label: str, nbytes: int, workdir: str, repeats: int, passes: int,
-               env: dict[str, str]) -> dict:
-    """Generates one checkpoint and runs every measurement on it."""
+               env: dict[str, str], layers: int = make_ckpt.NUM_LAYERS) -> dict:
+    """Generates one checkpoint (``layers``: see :func:`make_ckpt.layout`) and runs every
+    measurement on it."""
     free = shutil.disk_usage(workdir).free
     if free < 3.5 * nbytes + (1 << 30):
         raise SystemExit(f"{workdir}: {free / 1e9:.1f} GB free, a {label} run needs "
                          f"{(3.5 * nbytes + (1 << 30)) / 1e9:.1f} GB (input + two outputs)")
     ckdir = os.path.join(workdir, f"ckpt-{label}")
     t = time.perf_counter()
-    prefix = make_ckpt.write_checkpoint(ckdir, nbytes)
+    prefix = make_ckpt.write_checkpoint(ckdir, nbytes, layers=layers)
     gen_s = time.perf_counter() - t
     t = time.perf_counter()
     make_ckpt.write_meta(prefix, env)
     meta_s = time.perf_counter() - t
-    specs = make_ckpt.layout(nbytes)
+    specs = make_ckpt.layout(nbytes, layers)
     files = make_ckpt.data_files(prefix)
     _log(f"[{label}] generated {sum(s.nbytes for s in specs) / 1e6:.0f} MB, {len(specs)} "
          f"tensors in {gen_s:.1f} s (.meta by TensorFlow: {meta_s:.1f} s)")
@@ -374,7 +375,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--passes", type=int, default=5,
                         help="timed read passes inside each read child (default: 5)")
     parser.add_argument("--quick", action="store_true",
-                        help="smoke run: 4M, one repeat, one pass, no warm-up pass")
+                        help="smoke run: 4M of about 100 tensors, one repeat, one pass, no "
+                        "warm-up pass")
+    parser.add_argument("--variables", type=int,
+                        help="about this many tensors in each sized checkpoint (default 1,003; "
+                        "--quick: 100)")
     parser.add_argument("--list-variables", type=int, default=3000,
                         help="variables of the checkpoint for the --json list row (3000)")
     parser.add_argument("--quiet-variables", type=int, default=100_000,
@@ -394,6 +399,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.quick:
         args.sizes, args.repeats, args.passes = args.size or "4M", 1, 1
         args.list_variables, args.quiet_variables = 300, 3000
+        args.variables = args.variables or 100
     elif args.size:
         args.sizes = args.size
     elif args.sizes is None:
@@ -403,6 +409,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         make_ckpt.parse_size(s)
     if args.repeats < 1 or args.passes < 1:
         parser.error("--repeats and --passes must be at least 1")
+    if args.variables is not None and args.variables < 1:
+        parser.error("--variables must be at least 1")
+    args.layers = make_ckpt.layers_for(args.variables) if args.variables else \
+        make_ckpt.NUM_LAYERS
     return args
 
 
@@ -446,7 +456,8 @@ def main(argv: list[str] | None = None) -> int:
                                          args.repeats, not args.quick, env)
             for label in args.size_list:
                 results["sizes"].append(bench_size(label, make_ckpt.parse_size(label),
-                                                   workdir, args.repeats, args.passes, env))
+                                                   workdir, args.repeats, args.passes, env,
+                                                   args.layers))
     finally:
         if made and not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
