@@ -36,6 +36,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _tf_runner import run_python  # noqa: E402
 from test_readme import _run_in_terminal  # noqa: E402
 
 ELIDED = "…"
@@ -205,16 +206,14 @@ def test_readme_keras_python_example_runs_and_gives_the_averages():
     now runs on such a fixture (``keras_ema/model.keras``, ModelCheckpoint alone, and its
     ``.weights.h5``) and leaves the averages Keras held in the model."""
     import re
-    import subprocess
 
     blocks = [b for b in re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(),
                                     re.S) if "apply_keras_ema(" in b]
     assert len(blocks) == 1, blocks
     assert "fixtures/keras_ema/model.keras" in blocks[0]
-    done = subprocess.run([sys.executable, "-c", blocks[0] + _KERAS_EXAMPLE_CHECK], cwd=ROOT,
-                          capture_output=True, text=True, timeout=180,
-                          env={**os.environ, "PYTHONPATH": str(ROOT),
-                               "TF_CPP_MIN_LOG_LEVEL": "3"})
+    # a process of its own, forked from one that imported TensorFlow (Keras is imported here)
+    done = run_python(["-c", blocks[0] + _KERAS_EXAMPLE_CHECK], cwd=ROOT, timeout=180,
+                      env={**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert "OK 8" in done.stdout, done.stdout
 
@@ -278,12 +277,9 @@ for make in (Net, keras_net):
 
 def test_readme_tf2_custom_loop_recipe_runs_for_a_module_and_a_keras3_model():
     """The recipe's code as the README writes it runs for both, and ckpt restores its averages."""
-    import subprocess
 
-    done = subprocess.run([sys.executable, "-c", _TF2_LOOP_RECIPE], cwd=ROOT,
-                          capture_output=True, text=True, timeout=180,
-                          env={**os.environ, "PYTHONPATH": str(ROOT),
-                               "TF_CPP_MIN_LOG_LEVEL": "3"})
+    done = run_python(["-c", _TF2_LOOP_RECIPE], cwd=ROOT, timeout=180,
+                      env={**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert "OK Net 2" in done.stdout and "OK keras_net 4" in done.stdout, done.stdout
 
