@@ -446,26 +446,38 @@ def test_chief_killed_by_a_signal_exits_1_naming_it(capsys):
 # ---- quiet by default ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("verbose", [False, True])
-def test_tensorflow_start_up_lines_are_dropped_or_shown_once(verbose):
-    # import tensorflow writes its absl/oneDNN banner to fd 2 twice, whatever the log level
-    code = ("from ckpt_tools.train.devices import quiet_tensorflow; "
-            f"quiet_tensorflow({verbose}); import tensorflow as tf; print(tf.__version__)")
+def _import_env() -> dict[str, str]:
     # Not inherited either: TF_ENABLE_ONEDNN_OPTS=0, which importing fixtures/_fx_common.py
     # (an earlier test in the same session) sets, removes the oneDNN line counted below.
     env = {k: v for k, v in os.environ.items()
            if k not in ("TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS")}
     env["PYTHONPATH"] = REPO
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=120, cwd=REPO)
+    return env
+
+
+@pytest.fixture(scope="module")
+def plain_import_stderr() -> str:
+    """What a plain ``import tensorflow`` writes to stderr here (one fresh process, which both
+    parameters below compare with)."""
+    plain = subprocess.run([sys.executable, "-c", "import tensorflow"], env=_import_env(),
+                           capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    return plain.stderr
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_tensorflow_start_up_lines_are_dropped_or_shown_once(verbose, plain_import_stderr):
+    # import tensorflow writes its absl/oneDNN banner to fd 2 twice, whatever the log level
+    code = ("from ckpt_tools.train.devices import quiet_tensorflow; "
+            f"quiet_tensorflow({verbose}); import tensorflow as tf; print(tf.__version__)")
+    proc = subprocess.run([sys.executable, "-c", code], env=_import_env(), capture_output=True,
+                          text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-2000:]
     banner = proc.stderr.count("absl::InitializeLog")
     assert banner == (1 if verbose else 0), proc.stderr
     # TensorFlow prints its oneDNN line only on CPUs where oneDNN is on by default (not on
     # every x86 machine CI may get): expect it once where a plain import prints it
-    plain = subprocess.run([sys.executable, "-c", "import tensorflow"], env=env,
-                           capture_output=True, text=True, timeout=120, cwd=REPO)
-    printed = "oneDNN custom operations" in plain.stderr
+    printed = "oneDNN custom operations" in plain_import_stderr
     expected = 1 if verbose and printed else 0
     assert proc.stderr.count("oneDNN custom operations") == expected, proc.stderr
 
