@@ -57,6 +57,10 @@ def test_the_refusal_names_the_unsaved_layer_list_and_a_remedy_that_works(made, 
     code, _o, err = run_cli(["export", str(out / "opt"), "--out", str(tmp_path / "o.npz"),
                              *stated.group(1).split()])
     assert code == 0, err
+    said = " ".join(err.split())  # u32 F3: named through the optimizer's list, not the model
+    assert "object path through the model" not in said, said
+    assert ("6 weights are named by their object path through the optimizer's list of the "
+            "variables it trains (e.g. optimizer/_trainable_variables/0/net/kernel)") in said, said
     with np.load(tmp_path / "o.npz") as got:
         written = sorted(got[k].tobytes() for k in got.files)
     assert written == sorted(v.tobytes() for v in truth.values()), sorted(got.files)
