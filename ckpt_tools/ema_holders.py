@@ -120,6 +120,20 @@ def is_split(each: dict[tuple[str, ...], list[tuple[str, str]]]) -> bool:
     return any({a for _w, a in taken} < every for taken in each.values())
 
 
+def combined(each: dict[tuple[str, ...], list[tuple[str, str]]]) -> list[tuple[str, ...]]:
+    """The holders of one EMA name's averages (:func:`holders`) that hold exactly the
+    averages of two or more other holders together (``all=g_ema + d_ema`` beside ``g_ema``
+    and ``d_ema``): a combined list, no object of its own, so a refusal does not count it as
+    one (note s30m: "3 different objects" of all, g_ema and d_ema)."""
+    sets = {h: {a for _w, a in taken} for h, taken in each.items()}
+    out = []
+    for holder, held in sets.items():
+        parts = [s for h, s in sets.items() if h != holder and s < held]
+        if len(parts) > 1 and set().union(*parts) == held:
+            out.append(holder)
+    return sorted(out)
+
+
 #: keys beside the averages that ``ckpt train --api tf2`` writes (its step and loss averages)
 _TRAIN_KEYS = ("step/.ATTRIBUTES/VARIABLE_VALUE",
                "losses/cross_entropy/avg/.ATTRIBUTES/VARIABLE_VALUE")
@@ -222,11 +236,16 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
                       for holder, taken in listed[:_SHOWN]) + more
     undecided = {w: (a,) for taken in each.values() for w, a in taken}
     said = f"--ema-name {ema_name}: " if ema_name is not None else ""
+    together = combined(each)
+    # the objects as the graph shows them: a combined list is none (note s30m)
+    counted = len(each) - len(together)
+    also = (f" and together under {', '.join('/'.join(h) or 'the root' for h in together)}"
+            if together else "")
     if _older_train(ckpt, each) and family:  # the tool's own older layout (review-30 u32 F4)
         names = ", ".join("/".join(h) for h, _t in listed[:_SHOWN]) + (
             ", ..." if len(listed) > _SHOWN else "")
         core = (f"{said}the averages named {family} are kept in a mirror of the model's paths "
-                f"under {len(each)} objects ({names}), as an older ckpt train --api tf2 kept "
+                f"under {counted} objects{also} ({names}), as an older ckpt train --api tf2 kept "
                 f"its one EMA object's averages (ema/conv1/weights) and as two EMA objects of "
                 f"that name kept per network keep theirs: a TF2 checkpoint records no decay "
                 f"to tell them apart")
@@ -254,7 +273,7 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
         offer += (f"exporting one holder's averages alone takes more --exclude options than "
                   f"are listed here ({_MOST_EXCLUDES} at most): {', '.join(unlisted)}; ")
     core = (f"{said}the averages named {family or '(unnamed)'} are tracked under "
-            f"{len(each)} different objects ({shown}), as two EMA objects of that name saved "
+            f"{counted} different objects{also} ({shown}), as two EMA objects of that name saved "
             f"apart are, or one object whose averages each network keeps, and a TF2 checkpoint "
             f"records no decay to show they are one object's, so each weight may take its own "
             f"object's average beside the other's")

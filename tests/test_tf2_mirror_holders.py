@@ -263,11 +263,14 @@ def test_averages_also_kept_in_a_combined_list_are_split(made, tmp_path, layout,
     combined list beside per-object lists were exported as one object's, exit 0, where the
     combined list came first (TensorFlow keys each average by its first path): every object
     the graph records as holding an average counts, whatever the attribute order. One
-    object's averages kept so are split too; the statement exports bit for bit."""
+    object's averages kept so are split too; the statement exports bit for bit. The combined
+    list (the first holder here) is counted as no object of its own (note s30m: "3 different
+    objects")."""
     out, truth = made
     line = _refusal(out / layout, tmp_path)
     for holder in holders:
         assert f"{holder} holds the averages of" in line, line
+    assert f"tracked under 2 different objects and together under {holders[0]} (" in line, line
     assert "--ema-name ExponentialMovingAverage states" in line, line
     _each_offer_exports_one_holder(out / layout, tmp_path, line, _of(truth, layout))
     code, _o, err = run_cli(["export", str(out / layout), "-o", str(tmp_path / "s.npz"),
