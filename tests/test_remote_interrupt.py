@@ -21,6 +21,22 @@ from ckpt_tools.formats import remote_s3  # noqa: E402
 RUN = f"s3://{BUCKET}/towers_bn/"
 
 
+def _upload_pause(argv: list[str]) -> int:
+    """Runs ``ckpt argv`` in-process, counting the writers' test hook's calls
+    (``_write.pause_point``, wherever it was imported); returns the 1-based number of the call
+    where the upload or stream starts, which ``CKPT_TOOLS_PAUSE_AT`` takes."""
+    from ckpt_tools.formats import _write, remote_stream, remote_write, staged_dir
+
+    calls: list[str] = []
+    with pytest.MonkeyPatch.context() as patch:
+        for module in (_write, remote_stream, remote_write, staged_dir):
+            patch.setattr(module, "pause_point", calls.append)
+        code, _, err = run_cli(argv)
+    assert code == 0, err
+    return next(i for i, what in enumerate(calls, 1)
+                if what.startswith(("stream ", "upload into ")))
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 @pytest.mark.parametrize("cmd", [["restore-ema", RUN], ["average", RUN, "--last", "2"]],
                          ids=["streamed", "staged"])
@@ -33,16 +49,13 @@ def test_an_interruption_says_the_old_index_was_deleted(s3, tmp_path, cmd, sig):
     name = os.path.basename(index)
     os.environ["TMPDIR"] = str(tmp_path)  # the staged copy, removed on the way out
     try:
-        for n in range(1, 20):  # the hook's call where the upload starts (after renames)
-            proc, what = start_paused([*cmd, "--out", out, "--force", "-q"], n,
-                                      tmp_path / "flag")
-            assert what is not None, proc.communicate()
-            if what.startswith(("stream ", "upload into ")):
-                break
-            (tmp_path / "flag").unlink()
-            assert proc.wait(timeout=60) == 0
-            proc.stdout.close()
-            proc.stderr.close()
+        # the hook's call where the upload starts (after renames), counted by the same
+        # forced run in-process (one child then, not one per call before it)
+        n = _upload_pause([*cmd, "--out", out, "--force", "-q"])
+        proc, what = start_paused([*cmd, "--out", out, "--force", "-q"], n,
+                                  tmp_path / "flag")
+        assert what is not None, proc.communicate()
+        assert what.startswith(("stream ", "upload into ")), what
     finally:
         del os.environ["TMPDIR"]
     assert index not in s3_keys(s3, prefix + "/")  # deleted first: reads as missing
