@@ -172,7 +172,7 @@ def refuse_two_decays(ckpt: Checkpoint, pairs, ema_name: str | None, name: str |
                       f"{', '.join(a for _w, a in taken)}"
                       for decay, (label, taken) in sorted(groups.items()))
     unread = not all(d.constant for d in groups)  # a tensor may hold what a constant does
-    offers = _offers(ckpt, ema_name or name, groups)
+    offers = _offers(ckpt, ema_name or name, groups, pairs)
     offer = (f"{' or '.join(offers)} exports one object's averages; " if offers else
              "no --ema-name or --exclude picks one object's averages here; ")
     of_name = " of that name" if family != NAMELESS else ""
@@ -192,18 +192,33 @@ def refuse_two_decays(ckpt: Checkpoint, pairs, ema_name: str | None, name: str |
         None, {w: (a,) for _label, taken in groups.values() for w, a in taken})
 
 
-def _offers(ckpt: Checkpoint, name: str | None, groups) -> list[str]:
+def _offers(ckpt: Checkpoint, name: str | None, groups, pairs=()) -> list[str]:
     """The options (as typed) exporting one group's averages alone that the export accepts
     (:func:`~ckpt_tools.offer_probe.works`): ``--ema-name`` of ``name`` or of the group's
     ``apply()`` scope, with ``--exclude`` of the other groups' weights, ``--allow-missing``
-    where it is needed; at most one per group."""
+    where it is needed; at most one per group. An offer is typed beside the refused
+    command's own filters, and probed with them; where those leave out a pair by its
+    average's key alone (``--exclude avg/w`` keeps ``w``, which the group's name does not
+    average), the ``--exclude`` of every other weight of ``pairs`` (``(average, weight)``)
+    is tried before ``--allow-missing``, which would write that weight raw (note s30j: an
+    offer was dropped, and "no --ema-name or --exclude picks one" said, under the caller's
+    ``--exclude``).
+
+    Returns:
+        `list`: the offers' texts, ``[]`` where none is accepted."""
+    averages = {a for a, w in pairs if a != w}
     offers: list[str] = []
-    for decay, (label, _taken) in sorted(groups.items()):
-        exclude = tuple(sorted(glob.escape(w) for d, (_l, taken) in groups.items()
-                               if d != decay for w, _a in taken))
+    for decay, (label, taken) in sorted(groups.items()):
+        exclude = tuple(sorted(glob.escape(w) for d, (_l, others) in groups.items()
+                               if d != decay for w, _a in others))
+        own = {w for w, _a in taken}
+        every = tuple(sorted({*exclude, *(glob.escape(w) for a, w in pairs if a != w
+                                          and w not in averages and w not in own)}))
         names = dict.fromkeys([name, label.partition(" in ")[0]])
-        for each, missing in ((n, m) for m in (False, True) for n in names if n):
-            if works(ckpt, each, exclude, missing):
-                offers.append(option_text(each, exclude, missing))
+        tries = [(n, e, m) for m in (False, True) for e in dict.fromkeys((exclude, every))
+                 for n in names if n]
+        for each, excluded, missing in tries:
+            if works(ckpt, each, excluded, missing):
+                offers.append(option_text(each, excluded, missing))
                 break
     return offers

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import shlex
 
+import numpy as np
 import pytest
 from helpers import assert_npz_holds, run_cli
 from helpers_tf1 import run_tf1_script
@@ -31,7 +32,8 @@ for case in ("slowfast", "fastfast"):
                 truth = {"o0:w": s.run(e1.average(w)), "o0:b": s.run(e1.average(b)),
                          "o1:c": s.run(e2.average(c))}
             else:
-                truth.update({"ff0:w": s.run(e1.average(w)), "ff0:b": s.run(e1.average(b))})
+                truth.update({"ff0:w": s.run(e1.average(w)), "ff0:b": s.run(e1.average(b)),
+                              "ff1:c": s.run(e2.average(c))})
 """
 
 
@@ -134,3 +136,36 @@ def test_two_objects_named_fast_the_exclude_leaves_one(made, tmp_path):
                              "--ema-name", "fast", "--exclude", "c"])
     assert code == 0, err
     assert_npz_holds(tmp_path / "f.npz", {"w": truth["ff0:w"], "b": truth["ff0:b"]})
+
+
+@pytest.mark.parametrize("case", ["slowfast", "fastfast"])
+def test_offers_under_the_callers_exclude_of_an_average_key_work_as_printed(made, tmp_path,
+                                                                             case):
+    """note s30j: ema_decays' offers are probed beside the caller's own ``--exclude``. With
+    ``--exclude avg/w`` (w's average key; w itself kept), fast_1's offer was dropped
+    (fastfast) or given with ``--allow-missing``, writing w raw (slowfast). Each object's
+    offer is now printed without ``--allow-missing``, and typed as printed beside the
+    caller's ``--exclude`` exports exactly that object's averages bit for bit."""
+    out, truth = made
+    mine = ["--exclude", "avg/w"]
+    code, _o, err = run_cli(["export", str(out / case), "-o", str(tmp_path / "x.npz"), *mine])
+    assert code == 6, err
+    line = " ".join(err.split())
+    said = re.search(r"; (--ema-name .*?) exports one object's averages", line)
+    assert said, line
+    offers = said.group(1).split(" or ")
+    assert len(offers) == 2 and not any("--allow-missing" in o for o in offers), line
+    own = {"slowfast": ({"b": "o0:b"}, {"c": "o1:c"}), "fastfast": ({"b": "ff0:b"},
+                                                                    {"c": "ff1:c"})}[case]
+    got = []
+    for i, offer in enumerate(offers):
+        dest = tmp_path / f"o{i}.npz"
+        code, _o, err = run_cli(["export", str(out / case), "-o", str(dest), *mine,
+                                 *shlex.split(offer)])
+        assert code == 0, (offer, err)
+        with np.load(dest) as z:
+            names = set(z.files)
+        kept = next(k for k in own if set(k) == names)
+        assert_npz_holds(dest, {n: truth[t] for n, t in kept.items()})
+        got.append(kept)
+    assert len({tuple(k) for k in got}) == 2, offers
