@@ -153,7 +153,7 @@ def test_stats_and_show_take_strict(midfit, looped):
     path, _ = midfit
     code, _, err = run_cli(["stats", str(path), "--strict"])
     assert code == 6 and "fit_order" in err, err
-    # a's kernel copy: its stored key (only the assumed order would name it: u15 F6)
+    # a's kernel copy (only the assumed order names it, marked '?': u15 F6, u32 F6)
     rows = json.loads(run_cli(["list", str(path), "--json", "--not-swapped"])[1])["variables"]
     path_of = {v["key"]: v["path"] or v["key"] for v in rows}
     copy = next(v["key"] for v in rows if v["role"] == "ema"

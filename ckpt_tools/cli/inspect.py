@@ -279,6 +279,12 @@ def _print_table(out: Output, listing: Listing) -> None:
     columns[-1] = Column("ema", shrink="middle", min_width=max(14, keep), floor=10, lead="of ")
     out.table(f"{listing.checkpoint} ({listing.format})", columns, rows)
     _summary(out, listing)
+    marked = next((v for v in listing.by_key.values() if v.role in ("ema", "optimizer_slot")
+                   and (v.path or "").endswith("?")), None)
+    if marked:  # the optimizer's names, one scheme: '?' where fit()'s order alone names them
+        out.summary(f"EMA: a name ending in '?' ({marked.path}) is the one Keras gives the "
+                    "variable of the weight that fit()'s build order pairs it with, which the "
+                    f"file cannot prove; the file stores it by position ({marked.name})")
     for said in listing.orphans:  # averages of weights it does not store, as export warns them
         out.summary(f"EMA: {said}")  # (review-30-user-u32 F2: not a clean "2 of 2")
 

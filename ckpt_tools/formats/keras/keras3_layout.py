@@ -251,11 +251,11 @@ def analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     by_order = paired_by_order(lay, entries)
     for key, name in lay.var_names.items():
         src = (lay.averages | lay.slots).get(key)
-        if src in by_order:  # stored key: Keras' name would follow the assumed order (u15 F6)
-            continue
         if src or name in ("iteration", "learning_rate"):
+            # Keras' name follows the fit() order where only that order pairs it (u15 F6):
+            # marked '?', one naming scheme for the optimizer all the same (u32 F6)
             lay.paths[key] = (f"{opt_name}/{lay.paths[src].replace('/', '_')}_{name}" if src
-                              else f"{opt_name}/{name}")
+                              else f"{opt_name}/{name}") + ("?" if src in by_order else "")
     name_repeats(lay, owner_names.get("optimizer") or "loss_scale_optimizer")
     lay.order = lay.model + opt + lay.other
     return lay
