@@ -284,11 +284,21 @@ def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False,
             "export --raw; in the graph, a plain Saver().restore), which give the averages",
             "--raw", undecided)
     if as_avg == set(renamed):
+        # what the save op proves, no more: an evaluation graph's re-save with that Saver
+        # holds the averages there (note s30j; as raw_offers.without_raw_names says, r108 F4)
+        from .raw_named_said import IF_TRAINED
+        from .raw_stated import averages_offer, raw_offer  # they run the map: imported late
+
+        raw_typed = raw_offer(ckpt)
         raise UnprovenPairingError(
-            head + ": the keys named as averages hold their variables' raw values, as a "
-            "Saver built from ema.variables_to_restore() writes them, so the checkpoint "
-            "holds no average of them; train with a Saver of all variables "
-            "(tf.train.Saver()) and use variables_to_restore() only to evaluate",
+            head + ": the keys named as averages were written from their variables "
+            "themselves, as a Saver built from ema.variables_to_restore() writes them, so "
+            f"they {IF_TRAINED} (to keep the averages, train with a Saver of all variables, "
+            "tf.train.Saver(), and use variables_to_restore() only to evaluate), and the "
+            "averages if an evaluation graph restored them with that Saver and saved again "
+            "(it may build ema.apply() too), which the file cannot show; "
+            + (f"ckpt export {raw_typed} writes them as the raw weights; " if raw_typed
+               else "") + averages_offer(ckpt),
             None, undecided, raw=tuple(sorted(as_avg)))
     if prefix and in_graph:  # use_meta=False alone fails on the graph's other towers (F5)
         raise UnprovenPairingError(

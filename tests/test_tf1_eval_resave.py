@@ -89,7 +89,7 @@ for kind in ("eval_resave", "sm_eval", "sm_inc"):
                     saver=saver if kind == "sm_eval" else None)
                 bld.save()
 
-for kind in ("ev_apply", "ev_apply_ren"):
+for kind in ("ev_apply", "ev_apply_ren", "ev_apply_strip"):
     with tf.Graph().as_default():  # evaluation graph built by the training model_fn: the
         gs = tf1.train.get_or_create_global_step()  # optimizer and ema.apply(), never run
         x, w, b, y = model()
@@ -103,7 +103,11 @@ for kind in ("ev_apply", "ev_apply_ren"):
             tf1.train.Saver(vtr).restore(s, tf.train.latest_checkpoint(f"{out}/train"))
             for v in (w, b):
                 assert np.array_equal(s.run(v), truth[f"ema:{v.op.name}"])
+            # ev_apply_strip: keys without the variables' scope, w/ExponentialMovingAverage
+            # from fc/w (note s30j: "so the checkpoint holds no average of them")
             saver = tf1.train.Saver(vtr if kind == "ev_apply" else
+                                    {k.removeprefix("fc/"): v for k, v in vtr.items()}
+                                    if kind == "ev_apply_strip" else
                                     {"model/" + k: v for k, v in vtr.items()})
             saver.save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
 # ft_nontrain(_w): w, b (w alone) trainable=False, in moving_average_variables, a hand step
@@ -670,3 +674,40 @@ def test_list_names_the_export_that_reads_the_averages(made, case, option, tmp_p
         assert sorted(z.files) == [f"{prefix}fc/b", f"{prefix}fc/w"], z.files
         for n in ("fc/b", "fc/w"):
             assert _bits(z[prefix + n]) == _bits(truth[f"ema:{n}"]), n
+
+
+def test_stripped_evaluation_resave_refusal_says_what_the_graph_proves(made, tmp_path):
+    """note s30j: an evaluation graph built by the training model_fn restored the averages
+    with Saver(ema.variables_to_restore()) and saved again with its keys stripped of the
+    variables' scope (w/ExponentialMovingAverage from fc/w): the keys hold the averages (bit
+    for bit), yet the refusal said "the keys named as averages hold their variables' raw
+    values ... so the checkpoint holds no average of them". It now says raw values if a
+    training graph saved them, the averages if an evaluation graph re-saved them, and each
+    export it names, typed as printed, is accepted (the averages one bit for bit)."""
+    import re
+    import shlex
+
+    from ckpt_tools import open_checkpoint
+
+    out, truth = made
+    with open_checkpoint(str(out / "ev_apply_strip")) as ckpt:  # what the keys hold
+        for n in ("w", "b"):
+            assert _bits(ckpt.tensor(f"{n}/ExponentialMovingAverage")) == \
+                _bits(truth[f"ema:fc/{n}"]), n
+    dst = tmp_path / "e.npz"
+    code, err = _export(out, "ev_apply_strip", dst=dst)
+    assert code == 6 and not dst.exists(), err
+    assert "holds no average of them" not in err, err
+    assert "raw values if a training graph saved them" in err, err
+    raw = re.search(r"; ckpt export (--raw[^;(]*?) writes them as the raw weights", err)
+    averages = re.search(r"; ckpt export (--no-meta --averages-only) \(without --raw", err)
+    assert raw and averages, err
+    code, err = _export(out, "ev_apply_strip", *shlex.split(averages.group(1)), dst=dst)
+    assert code == 0, err
+    with np.load(dst) as z:
+        assert sorted(z.files) == ["b", "w"], z.files
+        for n in ("b", "w"):
+            assert _bits(z[n]) == _bits(truth[f"ema:fc/{n}"]), n
+    code, err = _export(out, "ev_apply_strip", *shlex.split(raw.group(1)),
+                        dst=tmp_path / "r.npz")
+    assert code == 0, err
