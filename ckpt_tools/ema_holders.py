@@ -25,7 +25,10 @@ optimizer's own averages (no EMA name) are its own. Averages of one
 name reached through different holders are not proven one object's: exporting them
 together may give each weight its own object's average beside the other's, so they are
 refused unless ``--ema-name`` states the name (your statement that they are one object's
-averages), with the ``--exclude`` offers that export one holder's averages alone. One
+averages), with the ``--exclude`` offers that export one holder's averages alone. Only TF's
+default name is such a statement: ``--ema-name ema``, needed just to read averages of a name
+the user gave, states nothing of holders (two objects both named ``ema`` write the same keys:
+review-31-attack-r113 F4), so those are refused with it too, offering one holder at a time. One
 holder (a single list, dict or module, or every average an attribute of the root) proves
 nothing either way and is read as before (``docs/setups.md``: nothing in such a file tells
 one object from two).
@@ -41,6 +44,7 @@ from collections import deque
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError, suffix_base
 from .offer_probe import exported, option_text
+from .roles import DEFAULT_EMA_NAME
 
 
 def _edges(key: str) -> tuple[str, ...]:
@@ -188,6 +192,67 @@ def _alone(ckpt: Checkpoint, ema_name: str | None, exclude: tuple[str, ...],
     return bool(read) and {a for _w, a in taken} <= read and not read & others
 
 
+def unstated(family: str) -> str:
+    """Why ``--ema-name family``, a name the user gave (not TF's default), states nothing of
+    split averages: it is passed to read averages of that name at all, and two objects both
+    given it write exactly these keys (review-31-attack-r113 F4).
+
+    Returns:
+        the words, with the way out (one holder)."""
+    return (f"--ema-name {family}, which averages of a name TensorFlow does not give need "
+            f"to be read at all, does not state that they are one EMA object's (two objects "
+            f"both named {family} write these keys), and no option does: one object's "
+            f"averages kept in one list or dict are read together")
+
+
+def _holder_offers(ckpt: Checkpoint, each: dict[tuple[str, ...], list[tuple[str, str]]],
+                   ema_name: str | None) -> tuple[list[str], list[str]]:
+    """The ``--exclude`` offers (typed beside ``--ema-name ema_name``) that export one of the
+    first :data:`_SHOWN` holders' averages alone, each probed (the export accepts it and reads
+    that holder's averages and no other's), and the holders whose offer takes more than
+    :data:`_MOST_EXCLUDES` options (``"ema/gen's 12"``: counted, not printed nor probed).
+
+    Returns:
+        `tuple`: ``(offers, unlisted)``."""
+    offers, unlisted = [], []
+    every = {a for taken in each.values() for _w, a in taken}
+    for holder in sorted(each)[:_SHOWN]:  # a bounded number of probes (r109 F4)
+        exclude = _excludes(ckpt, each, holder)
+        if len(exclude) > _MOST_EXCLUDES:  # not printed, not probed: counted
+            unlisted.append(f"{'/'.join(holder) or 'the root'}'s {len(exclude)}")
+        elif _alone(ckpt, ema_name, exclude, each[holder],
+                    every - {a for _w, a in each[holder]}):
+            offers.append(option_text(ema_name, exclude, False))
+    return offers, unlisted
+
+
+def split_named(ckpt: Checkpoint, pairs, name: str) -> str:
+    """Where ``pairs`` (``(average key, weight key)``) read under ``--ema-name name`` (a name
+    TensorFlow does not give, which the unknown-name refusal asks for) are split over holders
+    (:func:`is_split`): the words that say so, with the ``--ema-name name --exclude`` offers
+    that export one holder's averages alone (review-31-attack-r113 F4).
+
+    Returns:
+        `str`: ``""`` where they are not split (or no object graph is read)."""
+    if ckpt.objects is None:
+        return ""
+    split = {f: each for f, each in holders(ckpt, pairs).items()
+             if is_split(each) and f == suffix_base(name)}
+    if not split:
+        return ""
+    family, each = next(iter(split.items()))
+    paths = ckpt.objects.paths
+    shown = "; ".join(f"{'/'.join(holder) or 'the root'} holds the averages of "
+                      f"{', '.join(paths.get(w, w) for w, _a in taken)}"
+                      for holder, taken in sorted(each.items())[:_SHOWN])
+    offers, _unlisted = _holder_offers(ckpt, each, name)
+    return (f"; --ema-name {name} is refused because the averages named {family} are split "
+            f"over {len(each)} holders ({shown}), as two EMA objects both named {family} saved "
+            f"apart keep theirs: "
+            f"{unstated(family)}" + (f"; {' or '.join(offers)} exports one holder's averages "
+                                     f"alone" if offers else ""))
+
+
 class SplitHoldersError(UnprovenPairingError):
     """:func:`refuse_split_holders`' refusal (exit 6), with ``for_eval``: what ``ckpt eval``
     says instead, naming only ``--ema-name``, the option eval has (and ``ckpt export`` for
@@ -205,7 +270,8 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
     """Refuses a TF2 checkpoint's pairs (``(average key, weight key)``) where averages of one
     EMA name are tracked under different holders (:func:`holders`) and ``ema_name`` does not
     state that name: they may be two objects' averages. Only ``--ema-name`` of the split name
-    itself (``ExponentialMovingAverage``) is that statement; a checkpoint attribute chosen
+    itself, TF's default ``ExponentialMovingAverage``, is that statement (a name the user gave
+    is passed to read its averages at all: review-31-attack-r113 F4); a checkpoint attribute chosen
     with it (``--ema-name ema``, which the Keras ``use_ema`` refusal offers) selects pairs
     that are checked the same way (review-29-attack-r109 F3).
 
@@ -223,8 +289,10 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
         return
     stated = set() if ema_name is None else {suffix_base(n.strip())
                                              for n in ema_name.split(",")}
+    # only TF's default name states it: a name the user gave is passed to read the averages
+    # at all, two objects both given it write the same keys (review-31-attack-r113 F4)
     split = {f: each for f, each in holders(ckpt, pairs, left_out).items()
-             if is_split(each) and f not in stated}
+             if is_split(each) and not (f in stated and f == DEFAULT_EMA_NAME)}
     if not split:
         return
     family, each = sorted(split.items())[0]
@@ -241,7 +309,7 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
     counted = len(each) - len(together)
     also = (f" and together under {', '.join('/'.join(h) or 'the root' for h in together)}"
             if together else "")
-    if _older_train(ckpt, each) and family:  # the tool's own older layout (review-30 u32 F4)
+    if _older_train(ckpt, each) and family == DEFAULT_EMA_NAME:  # the tool's own older layout
         names = ", ".join("/".join(h) for h, _t in listed[:_SHOWN]) + (
             ", ..." if len(listed) > _SHOWN else "")
         core = (f"{said}the averages named {family} are kept in a mirror of the model's paths "
@@ -256,15 +324,7 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
             f"weights instead", statement, undecided,
             for_eval=f"{core}; ckpt eval {statement} states that they are one EMA object's "
                      f"averages (a ckpt train run's are) and evaluates them")
-    offers, unlisted = [], []
-    for holder in sorted(each)[:_SHOWN]:  # a bounded number of probes (r109 F4)
-        exclude = _excludes(ckpt, each, holder)
-        if len(exclude) > _MOST_EXCLUDES:  # not printed, not probed: counted
-            unlisted.append(f"{'/'.join(holder) or 'the root'}'s {len(exclude)}")
-        elif _alone(ckpt, ema_name, exclude, each[holder],
-                    {a for taken in each.values() for _w, a in taken}
-                    - {a for _w, a in each[holder]}):
-            offers.append(option_text(ema_name, exclude, False))
+    offers, unlisted = _holder_offers(ckpt, each, ema_name)
     stated = f"--ema-name {family}" if family else "--ema-name NAME"
     offer = (f"{' or '.join(offers)} exports one holder's averages alone"
              + (f" (one of the first {_SHOWN} of {len(listed)} holders)"
@@ -277,6 +337,13 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
             f"apart are, or one object whose averages each network keeps, and a TF2 checkpoint "
             f"records no decay to show they are one object's, so each weight may take its own "
             f"object's average beside the other's")
+    if family and family != DEFAULT_EMA_NAME:  # a name the user gave states nothing (r113 F4)
+        alone = (f"; ckpt export {' or '.join(offers)} exports one holder's averages alone"
+                 if offers else "")
+        raise SplitHoldersError(
+            f"{ckpt.path}: {core}; {offer}{unstated(family)}; ckpt export --raw exports the "
+            "raw weights instead", "--exclude" if offers else None, undecided,
+            for_eval=f"{core}; {unstated(family)}{alone}")
     # ckpt eval takes --ema-name, not --exclude nor --raw: it names only what it takes, and
     # ckpt export for the --exclude offers (review-30-attack-r111 F3)
     for_eval = (f"{core}; ckpt eval {stated} states that they are one EMA object's averages "

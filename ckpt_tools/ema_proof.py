@@ -28,6 +28,7 @@ from __future__ import annotations
 from . import roles as R
 from .checkpoint import Checkpoint
 from .decays_shown import other_decays_shown
+from .ema_holders import split_named
 from .ema_objects import both_averaged
 from .ema_refusals import UnprovenPairingError, exact_names, file_style, suffix_base
 from .meta_shadows import update_ops_of
@@ -384,7 +385,11 @@ def refuse_unproven_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
         f"ExponentialMovingAverage's name: {others}, and TF "
         f"names averages <weight>/ExponentialMovingAverage unless given another name{why}"
         + _only_if(ckpt, variables, unproven, [a for (a,) in open_.values()], shown,
-                   sorted(names - set(unproven))),
+                   sorted(names - set(unproven)))
+        # a name the user gave, its averages split over holders, states no one object
+        # (review-31-attack-r113 F4): said, with the offers that read one holder's alone
+        + "".join(split_named(ckpt, [(a, w) for w, (a,) in open_.items()
+                                     if base(suffix.get(a, "")) == n], n) for n in unproven),
         "--ema-name", {**open_, **{a: (w,) for w, (a,) in open_.items()}})
 
 

@@ -1,0 +1,132 @@
+"""TF2: averages of a name the user gave, split over holders (review-31-attack-r113 F4).
+
+Two EMA objects both given the name ``ema`` (0.5 over the generator's ``w``, ``b``; 0.9 over
+the discriminator's ``c``), each network's averages kept in its own holder
+(``gen_ema``/``disc_ema`` lists, a dict of lists, a mirror dict): only the unknown-name
+refusal fired, and its offer ``--ema-name ema``, typed as printed, exported both objects'
+averages as one object's, exit 0. ``--ema-name ExponentialMovingAverage`` is a statement (a
+default name nobody need pass); ``--ema-name ema`` is needed just to read the averages, so it
+states nothing of holders: both refusals now say the averages are split and offer the
+``--exclude`` that exports one holder's averages alone. One object named ``ema`` in one list
+still exports with ``--ema-name ema``. Real TensorFlow; truth is ``ema.average(v)``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _holder_offers import listed_holders, printed_offers
+from helpers import assert_npz_holds, run_cli, run_script
+
+SCRIPT = r"""
+import os, sys
+import numpy as np
+import tensorflow as tf
+out = sys.argv[1]
+truth = {}
+def module(**attrs):
+    m = tf.Module()
+    for k, v in attrs.items():
+        setattr(m, k, v)
+    return m
+def save(name, got, **kw):
+    tf.train.Checkpoint(**kw).write(os.path.join(out, name, "ckpt"))
+    truth.update({f"{name}:{k}": v.numpy() for k, v in got.items()})
+gen = module(w=tf.Variable([1., 2., 3.], name="w"), b=tf.Variable([0.5], name="b"))
+disc = module(c=tf.Variable([7., 8.], name="c"))
+gan = module(gen=gen, disc=disc)
+w, b, c = gen.w, gen.b, disc.c
+e1 = tf.train.ExponentialMovingAverage(0.5, name="ema")
+e2 = tf.train.ExponentialMovingAverage(0.9, name="ema")
+@tf.function
+def step():
+    for v in (w, b, c):
+        v.assign_add(tf.ones_like(v) * 1.25)
+    e1.apply([w, b])
+    e2.apply([c])
+for _ in range(3):
+    step()
+A = {"model/gen/w": e1.average(w), "model/gen/b": e1.average(b),
+     "model/disc/c": e2.average(c)}
+save("two_attrs", A, model=gan, gen_ema=[e1.average(w), e1.average(b)],
+     disc_ema=[e2.average(c)])
+save("dict_lists", A, model=gan,
+     ema={"gen": [e1.average(w), e1.average(b)], "disc": [e2.average(c)]})
+save("mirror", A, model=gan,
+     ema={"gen": {"w": e1.average(w), "b": e1.average(b)}, "disc": {"c": e2.average(c)}})
+save("one_list", {k: v for k, v in A.items() if k.startswith("model/gen/")},
+     model=module(gen=gen), ema=[e1.average(w), e1.average(b)])
+np.savez(os.path.join(out, "truth.npz"), **truth)
+"""
+
+SPLIT = {"two_attrs": ("gen_ema", "disc_ema"), "dict_lists": ("ema/gen", "ema/disc"),
+         "mirror": ("ema/gen", "ema/disc")}
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    pytest.importorskip("tensorflow")
+    out = tmp_path_factory.mktemp("namedsplit")
+    return out, run_script(SCRIPT, out)
+
+
+def _of(truth, layout):
+    return {k.split(":", 1)[1]: v for k, v in truth.items() if k.startswith(f"{layout}:")}
+
+
+def _offers_export_one_holder(directory, tmp_path, line: str, truth: dict,
+                              tag: str = "o") -> None:
+    """Every ``--ema-name ema --exclude`` offer printed, typed as printed, exports exactly
+    the weights of one holder the refusal lists, each its own object's average bit for bit;
+    at least one is printed."""
+    groups = listed_holders(line)
+    offers = printed_offers(line)
+    assert offers and len(groups) == 2, line
+    for i, args in enumerate(offers):
+        assert args[:2] == ["--ema-name", "ema"], args
+        code, _o, err = run_cli(["export", str(directory), "-o", str(tmp_path / f"{tag}{i}.npz"),
+                                 *args])
+        assert code == 0, (args, err)
+        with np.load(tmp_path / f"{tag}{i}.npz") as z:
+            names = set(z.files)
+        assert names in groups.values(), (args, names, groups)
+        assert_npz_holds(tmp_path / f"{tag}{i}.npz", {k: truth[k] for k in names})
+
+
+@pytest.mark.parametrize("layout", sorted(SPLIT))
+def test_a_given_name_split_over_holders_is_refused_even_stated(made, tmp_path, layout):
+    """Unstated: the unknown-name refusal says the averages are split and why ``--ema-name
+    ema`` states nothing of it; stated: the split refusal (was exit 0, 0.5's and 0.9's
+    averages as one object's), for export and restore-ema alike. Each printed offer
+    exports one holder's averages bit for bit."""
+    out, truth = made
+    directory = out / layout
+    code, _o, err = run_cli(["export", str(directory), "-o", str(tmp_path / "x.npz")])
+    assert code == 6, err
+    line = " ".join(err.split())
+    assert "nothing recorded says 'ema' is an ExponentialMovingAverage's name" in line, line
+    assert "--ema-name ema is refused because the averages named ema are split over 2 " \
+           "holders" in line, line
+    for holder in SPLIT[layout]:
+        assert f"{holder} holds the averages of" in line, line
+    _offers_export_one_holder(directory, tmp_path, line, _of(truth, layout))
+    for args in (["export", str(directory), "-o", str(tmp_path / "x.npz")],
+                 ["restore-ema", str(directory / "ckpt"), "-o", str(tmp_path / "re")]):
+        code, _o, err = run_cli([*args, "--ema-name", "ema"])
+        assert code == 6, (args, err)  # was exit 0, two objects' averages as one's
+        line = " ".join(err.split())
+        assert "tracked under 2 different objects" in line, line
+        assert "--ema-name ema, which averages of a name TensorFlow does not give need to " \
+               "be read at all, does not state that they are one EMA object's" in line, line
+        assert "ema states that they are one" not in line, line
+    assert not (tmp_path / "x.npz").exists() and not (tmp_path / "re").exists()
+    _offers_export_one_holder(directory, tmp_path, line, _of(truth, layout), "s")
+
+
+def test_a_given_name_in_one_list_still_reads_stated(made, tmp_path):
+    """One object named ``ema`` whose averages one list holds: ``--ema-name ema`` exports
+    them bit for bit, as before."""
+    out, truth = made
+    code, _o, err = run_cli(["export", str(out / "one_list"), "-o", str(tmp_path / "x.npz"),
+                             "--ema-name", "ema"])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "x.npz", _of(truth, "one_list"))
