@@ -329,7 +329,7 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
         graph = prefix + ".meta" if prefix + ".meta" in files else None
         if not state_file and not ckpt.meta_unread:
             graph = ckpt.location.saved_model
-        add_mark(writer, written_mark(ckpt, read, unread, graph))
+        add_mark(writer, written_mark(ckpt, read, unread, graph, own_doubt(ckpt, source_of)))
         files += writer.finish()
     if state_file:  # a checkpoint (not a SavedModel's variables/): the statements it needs
         record = write_record(prefix, _stated_for(ckpt, prefix + ".meta" in files, read),
@@ -347,8 +347,25 @@ def read_keys(source_of: dict[str, str]) -> frozenset[str]:
     return frozenset(s for t, s in source_of.items() if s != t)
 
 
+def own_doubt(ckpt: Checkpoint, source_of: dict[str, str]) -> dict | None:
+    """What restore-ema's output of ``ckpt`` (each key written from ``source_of``) says of
+    the input's own graph where it shows the keys' names mislead and the bake leaves a key so
+    (:func:`~ckpt_tools.own_graph_mark.misleading_left`): ``net/W/fast`` still holding
+    ``slow``'s average of ``W``, which a copy without the graph reads as ``fast``'s
+    (review-31-attack-r114 F3). A swapping Saver's keys, each rewritten with its variable's
+    average, say what they hold: no doubt.
+
+    Returns:
+        `dict` for :func:`~ckpt_tools.tools_mark.mark_doc`'s ``doubted``, or ``None``.
+    """
+    from .own_graph_mark import misleading_left, own_graph_doubt
+
+    doubt = own_graph_doubt([ckpt])
+    return doubt if doubt and misleading_left(ckpt, source_of) else None
+
+
 def written_mark(ckpt: Checkpoint, read=None, unread: str | None = None,
-                 graph: str | None = None) -> dict | None:
+                 graph: str | None = None, own: dict | None = None) -> dict | None:
     """The mark (:mod:`~ckpt_tools.tools_mark`) restore-ema's output of ``ckpt`` carries in
     its bundle: the statements it was read under (``--averages-only``, ``--saver-def-wrote``,
     ``--not-swapped`` stated by the user; ``--no-meta`` where it left ``unread``
@@ -364,6 +381,7 @@ def written_mark(ckpt: Checkpoint, read=None, unread: str | None = None,
             ``--averages-only`` keys stated are those (``None``: all it pairs).
         unread: what ``--no-meta`` left unread (:func:`~ckpt_tools.no_meta_mark.silenced`).
         graph: the graph file written beside the output as its own (``None``: none).
+        own: the input's own graph's doubt the output keeps (:func:`own_doubt`).
 
     Returns:
         `dict`, or ``None`` where there is nothing to say.
@@ -374,7 +392,9 @@ def written_mark(ckpt: Checkpoint, read=None, unread: str | None = None,
         stated["not_swapped"] = True
     if unread:
         stated["no_meta"] = True
-    mark = output_mark([ckpt], stated, None, "ckpt restore-ema")
+    # a statement the reading needed (--averages-only, --not-swapped) is the output's record
+    # of what its keys hold, not the graph's doubt
+    mark = output_mark([ckpt], stated, None if stated else own, "ckpt restore-ema")
     if names_doubted(mark) is None:
         return mark
     from .own_graph_mark import graph_digest

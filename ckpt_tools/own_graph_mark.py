@@ -18,8 +18,8 @@ import os
 from .errors import UnprovenPairingError
 from .formats._io import is_url
 
-__all__ = ["graph_digest", "names_mislead", "own_graph_doubt", "refuse_foreign_graph",
-           "renamed_keys", "rewrites_misleading"]
+__all__ = ["graph_digest", "misleading_left", "names_mislead", "own_graph_doubt",
+           "refuse_foreign_graph", "renamed_keys", "rewrites_misleading"]
 
 
 def names_mislead(ckpt) -> bool:
@@ -46,30 +46,87 @@ def names_mislead(ckpt) -> bool:
     renamed = {k: vs for k, vs in written.items() if vs != {k}}  # renamed_keys, from written
     if not renamed:
         return False
+    tables = _graph_tables(ckpt)
+    if tables is None:  # no average the graph proves: every renamed key is doubted
+        return True
+    return any(_misleads(k, vs, written, *tables) for k, vs in renamed.items())
+
+
+def _graph_tables(ckpt) -> tuple | None:
+    """The tables :func:`_misleads` reads, built once (not once per renamed key: quadratic on
+    a large graph): each average the graph's update ops prove -> its variable, their EMA names,
+    the graph's variable names; ``None`` where the graph proves no average."""
     from .meta_shadows import update_ops_of
+    from .saved_keys import PART
 
     ops = update_ops_of(ckpt.meta)
     averages = {} if ops is None else ops[0].averages
-    if not averages:  # no average the graph proves: every renamed key is doubted
-        return True
-    # the graph's tables, built once (not once per renamed key: quadratic on a large graph)
+    if not averages:
+        return None
     owner = {PART.sub("", s): PART.sub("", v) for s, (v, _) in averages.items()}
     suffixes = {_EMA} | {s[len(o) + 1:] for s, o in owner.items() if s.startswith(o + "/")}
     names = {PART.sub("", n) for n in ckpt.meta.variables}
-    return any(_misleads(k, vs, written, owner, suffixes, names) for k, vs in renamed.items())
+    return owner, suffixes, names
 
 
-def renamed_keys(sources: dict) -> dict[str, set[str]]:
+def misleading_left(ckpt, source_of: dict[str, str]) -> bool:
+    """Whether an output that writes under each key ``k`` of the TF1 checkpoint ``ckpt`` the
+    value of key ``source_of.get(k, k)`` (a bake: restore-ema, ``average --ema --bake``) keeps
+    a key whose name, by ``ckpt``'s own graph's save op, says another role than what it then
+    holds. A plain name holding its own variable's average is a baked output's convention, not
+    a misleading name. ``net/W/fast`` left holding ``slow``'s average of ``W`` misleads
+    (review-31-attack-r114 F2, F3).
+
+    Returns:
+        `bool` (``True`` where the graph cannot tell: no single save op, or renamed keys and
+        no average it proves; ``False`` where no graph is read or no key is renamed).
+    """
+    from .save_op import graph_file, written_sources
+
+    if graph_file(ckpt) is None:
+        return False
+    sources = written_sources(ckpt)
+    if sources is None:
+        return True
+    written = renamed_keys(sources, every=True)
+    renamed = {k: vs for k, vs in written.items() if vs != {k}}
+    if not renamed:
+        return False
+    tables = _graph_tables(ckpt)
+    if tables is None:
+        return True
+    return not all(_holds_as_named(k, written.get(source_of.get(k, k)), written, *tables)
+                   for k in renamed)
+
+
+def _holds_as_named(key: str, now: set[str] | None, written: dict[str, set[str]],
+                    owner: dict[str, str], suffixes: set[str], names: set[str]) -> bool:
+    """Whether ``key``, holding what the save op wrote from the variables ``now``, holds what
+    its name says (:func:`_misleads`), a plain name its own variable's average included."""
+    if not now or len(now) != 1:
+        return False
+    (src,) = now
+    if src == key:
+        return True
+    of = owner.get(src) or next((src[:-len(x) - 1] for x in suffixes
+                                 if src.endswith("/" + x)), None)
+    plain = not any(key.endswith("/" + x) for x in suffixes)
+    if of is not None and plain and (key == of or written.get(key) == {of}):
+        return True
+    return not _misleads(key, now, written, owner, suffixes, names)
+
+
+def renamed_keys(sources: dict, every: bool = False) -> dict[str, set[str]]:
     """The keys a save op wrote from a variable of another name (``sources``: key -> the
     variables written under it, :func:`~ckpt_tools.save_op.written_sources`), each with
-    those variables' names without ``/part_N``.
+    those variables' names without ``/part_N``; ``every``: each key, renamed or not.
 
     Returns:
         `dict`: key -> its variables' names (``{}`` where every key is its variable's)."""
     from .saved_keys import PART
 
     written = {k: {PART.sub("", v) for v in vs} for k, vs in sources.items()}
-    return {k: vs for k, vs in written.items() if vs != {k}}
+    return written if every else {k: vs for k, vs in written.items() if vs != {k}}
 
 
 _EMA = "ExponentialMovingAverage"
@@ -187,4 +244,5 @@ def rewrites_misleading(newest, source_of: dict[str, str], to_average) -> bool:
     if not sources:
         return False
     renamed = renamed_keys(sources)
-    return bool(renamed) and all(source_of.get(k, k) in to_average for k in renamed)
+    return bool(renamed) and all(source_of.get(k, k) in to_average for k in renamed) \
+        and not misleading_left(newest, source_of)

@@ -65,6 +65,8 @@ def two_objects(name, pre):
             for i in (1, 2, 3):
                 s.run(step)
                 saver.save(s, f"{out}/{name}/model.ckpt", global_step=i)
+                for k, x in (("W", w), ("V", v)):
+                    truth[f"{name}:{i}:fast:{pre}/{k}"] = s.run(fast.average(x))
 
 run("renamed", False)
 run("crossed", True)
@@ -107,5 +109,34 @@ def test_an_average_name_written_from_another_average_stays_marked(made, tmp_pat
     extra = [] if run == "crossed" else ["--ema-name", "fast"]
     # was exit 0 for the objects' crossing: slow's averages exported as fast's
     code, _, err = run_cli(["export", str(ckpt), "--out", str(tmp_path / "c.npz"), *extra])
+    assert code == 6 and KEY in " ".join(err.split()), err
+    assert not (tmp_path / "c.npz").exists()
+
+
+@pytest.mark.parametrize("how", ["restore-ema", "average --ema --bake"])
+def test_a_bake_leaving_another_objects_average_under_a_name_is_marked(made, tmp_path, how):
+    """restore-ema / average --ema --bake of the crossing Saver write each plain name from
+    fast's average but leave ``net/W/fast`` holding slow's: in place the graph beside the
+    output reads it right; its .index+.data copy is refused, not read as fast's
+    (review-31-attack-r114 F2, F3)."""
+    out, truth = made
+    run = out / "objects_crossed_renamed"
+    cmd = (["restore-ema", str(run / "model.ckpt-3")] if how == "restore-ema" else
+           ["average", str(run / "model.ckpt-3"), str(run / "model.ckpt-2"), "--ema", "--bake"])
+    code, _, err = run_cli([*cmd, "--ema-name", "fast", "--out", str(tmp_path / "a")])
+    assert code == 0, err
+    steps = (3,) if how == "restore-ema" else (3, 2)
+    code, _, err = run_cli(["export", str(tmp_path / "a/model.ckpt-3"), "--ema-name", "fast",
+                            "--out", str(tmp_path / "a.npz")])
+    assert code == 0, err
+    with np.load(tmp_path / "a.npz") as z:
+        for key in NAMES:
+            want = sum(truth[f"objects_crossed_renamed:{i}:fast:{key}"].astype(np.float64)
+                       for i in steps) / len(steps)
+            np.testing.assert_array_equal(z[key], want.astype(np.float32))
+    ckpt = _copy(tmp_path / "a", "model.ckpt-3", tmp_path / "c", only=(".index", ".data"))
+    # was exit 0: slow's averages exported as fast's
+    code, _, err = run_cli(["export", str(ckpt), "--ema-name", "fast",
+                            "--out", str(tmp_path / "c.npz")])
     assert code == 6 and KEY in " ".join(err.split()), err
     assert not (tmp_path / "c.npz").exists()
