@@ -12,12 +12,12 @@ from __future__ import annotations
 import ast
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _tf_runner import run_python
 from helpers import run_cli
 
 pytest.importorskip("keras")
@@ -66,9 +66,9 @@ def matrix(tmp_path_factory):
     reuse = os.environ.get("CKPT_MATRIX_KERAS_DIR")  # a directory the script already filled
     out = Path(reuse) if reuse else tmp_path_factory.mktemp("matrix_keras")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
-    if not reuse:
-        subprocess.run([sys.executable, str(SCRIPT), "--out", str(out)], check=True, env=env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
+    if not reuse:  # through the fork server that imported TensorFlow once (tests/_tf_runner)
+        proc = run_python([str(SCRIPT), "--out", str(out)], env=env, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((out / "expected.json").read_text())
     with np.load(out / "expected.npz") as z:
         arrays = {k: z[k] for k in z.files}
