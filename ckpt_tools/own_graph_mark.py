@@ -18,8 +18,8 @@ import os
 from .errors import UnprovenPairingError
 from .formats._io import is_url
 
-__all__ = ["graph_digest", "misleading_left", "names_mislead", "own_graph_doubt",
-           "refuse_foreign_graph", "renamed_keys", "rewrites_misleading"]
+__all__ = ["evaluation_resave", "graph_digest", "misleading_left", "names_mislead",
+           "own_graph_doubt", "refuse_foreign_graph", "renamed_keys", "rewrites_misleading"]
 
 
 def names_mislead(ckpt) -> bool:
@@ -163,6 +163,42 @@ def _misleads(key: str, sources: set[str], written: dict[str, set[str]],
     return key in names
 
 
+def evaluation_resave(ckpt) -> bool:
+    """Whether every key the save op of ``ckpt``'s own graph wrote from a variable of another
+    name is an evaluation graph's ``Saver(ema.variables_to_restore())`` key: named
+    ``<v>/<EMA name>`` after the one variable ``<v>`` it was written from, in a graph with no
+    shadow variable, no ``ema.apply()`` and no op training what it saves
+    (:func:`~ckpt_tools.raw_named.evaluation_graph`), ``<v>`` stored under no key of its own,
+    and the key read by its name alone as an average. Such a key holds what that Saver
+    restored (the averages, restored from a training checkpoint): no swapped name, but
+    nothing in the file proves it, so the checkpoint read through that graph is refused
+    naming ``--averages-only``, and its copy without the graph is refused the same way (keys
+    named as averages with no variable beside them); an average of such checkpoints is read
+    exactly so, not as a swapping Saver's (review-30-attack-r112 F2).
+
+    Returns:
+        `bool` (``False`` where no graph's save op is read, or none renamed a key).
+    """
+    from . import roles as R
+    from .raw_named import evaluation_graph
+    from .save_op import graph_file, written_sources
+
+    if graph_file(ckpt) is None or getattr(ckpt, "meta_unread", None):
+        return False
+    sources = written_sources(ckpt)
+    renamed = renamed_keys(sources) if sources else {}
+    if not renamed:
+        return False
+    stored = ckpt.entries()
+    by_name = {v.name: v.role for v in ckpt.with_meta(False).variables_unwarned()}
+    for key, vs in renamed.items():
+        (var, *more) = sorted(vs)
+        if more or not key.startswith(var + "/") or var in stored \
+                or by_name.get(key) != R.EMA or not evaluation_graph(ckpt, key):
+            return False
+    return True
+
+
 def graph_digest(path: str | None) -> str | None:
     """The SHA-256 (hex) of the graph file ``path`` (local, or a URL fetched whole), or
     ``None`` where there is none or it cannot be read."""
@@ -190,11 +226,16 @@ def own_graph_doubt(ckpts) -> dict | None:
     their keys' names mislead (:func:`names_mislead`): ``{"graphs": [...], "inputs": [...]}``
     for :func:`~ckpt_tools.tools_mark.mark_doc`'s ``doubted``.
 
+    An evaluation graph's re-save (:func:`evaluation_resave`) is no such input: its keys'
+    names say the averages, which what its graph shows neither proves nor denies, and its
+    average is read as it is, by the averages-only rule (review-30-attack-r112 F2).
+
     Returns:
         `dict`, or ``None`` where no input's own graph shows it.
     """
     shown = [c for c in ckpts if getattr(c, "meta", None) is not None
-             and not getattr(c, "meta_unread", None) and names_mislead(c)]
+             and not getattr(c, "meta_unread", None) and names_mislead(c)
+             and not evaluation_resave(c)]
     if not shown:
         return None
     return {"graphs": [str(c.meta_source).rstrip("/").rsplit("/", 1)[-1] for c in shown],

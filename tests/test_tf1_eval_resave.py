@@ -70,6 +70,10 @@ with tf.Graph().as_default():  # training
         bld.add_meta_graph_and_variables(s, ["serve"],
                                          saver=tf1.train.Saver(ema.variables_to_restore()))
         bld.save()
+        s.run(train_op)  # one step more: a second evaluation re-save to average with the first
+        tf1.train.Saver().save(s, f"{out}/train4/model.ckpt", global_step=gs)
+        for v in (w, b):
+            truth[f"ema4:{v.op.name}"] = s.run(ema.average(v).read_value())
 for kind in ("eval_resave", "sm_eval", "sm_inc"):
     with tf.Graph().as_default():  # evaluation graph: no ema.apply()
         gs = tf1.train.get_or_create_global_step()
@@ -88,6 +92,14 @@ for kind in ("eval_resave", "sm_eval", "sm_inc"):
                     s, ["serve"], signature_def_map={"serving_default": sig},
                     saver=saver if kind == "sm_eval" else None)
                 bld.save()
+
+with tf.Graph().as_default():  # the evaluation graph re-saving step 4's averages
+    gs = tf1.train.get_or_create_global_step()
+    model()
+    saver = tf1.train.Saver(tf1.train.ExponentialMovingAverage(0.5).variables_to_restore())
+    with tf1.Session() as s:
+        saver.restore(s, f"{out}/train4/model.ckpt-4")
+        saver.save(s, f"{out}/eval_resave4/model.ckpt", global_step=gs)
 
 for kind in ("ev_apply", "ev_apply_ren", "ev_apply_strip"):
     with tf.Graph().as_default():  # evaluation graph built by the training model_fn: the
@@ -711,3 +723,43 @@ def test_stripped_evaluation_resave_refusal_says_what_the_graph_proves(made, tmp
     code, err = _export(out, "ev_apply_strip", *shlex.split(raw.group(1)),
                         dst=tmp_path / "r.npz")
     assert code == 0, err
+
+
+def test_average_of_evaluation_resaves_reads_as_they_do(made, tmp_path):
+    """review-30-attack-r112 F2: the average of two evaluation re-saves was marked as if a
+    swapping Saver's graph doubted it: its ``.index`` + ``.data`` copy was refused with that
+    false reason, and ``--averages-only`` (what decides for the input's own copy) was refused
+    too; only the false ``--not-swapped --averages-only`` read it. In place and copied it now
+    reads as its inputs do: refused naming ``--averages-only``, which reads the mean of the
+    averages each re-save holds, bit for bit."""
+    from test_marked_outputs import _copy
+
+    out, truth = made
+    avg = tmp_path / "avg"
+    code, _, err = run_cli(["average", str(out / "eval_resave4/model.ckpt-4"),
+                            str(out / "eval_resave/model.ckpt-3"), "--out", str(avg)])
+    assert code == 0, err
+    copies = {"out": _copy(avg, "model.ckpt-4", tmp_path / "out", "model.ckpt",
+                           only=(".index", ".data")),
+              "in": _copy(out / "eval_resave", "model.ckpt-3", tmp_path / "in", "model.ckpt",
+                          only=(".index", ".data"))}
+    said = {}
+    for name, ckpt in (("avg", avg / "model.ckpt-4"), *copies.items()):
+        code, _, err = run_cli(["export", str(ckpt), "--out", str(tmp_path / f"{name}.npz")])
+        line = " ".join(err.split())
+        assert code == 6, err
+        assert "--averages-only" in line and "swapping" not in line, err
+        assert "_CKPT_TOOLS_RECORD" not in line, err
+        said[name] = line.replace(str(ckpt), "CKPT")
+        if name != "in":
+            code, _, err = run_cli(["export", "--averages-only", str(ckpt),
+                                    "--out", str(tmp_path / f"{name}.npz")])
+            assert code == 0, err
+            with np.load(tmp_path / f"{name}.npz") as z:
+                assert sorted(z.files) == ["fc/b", "fc/w"]
+                for n in z.files:
+                    mean = (truth[f"ema:{n}"].astype(np.float64)
+                            + truth[f"ema4:{n}"].astype(np.float64)) / 2
+                    assert _bits(z[n]) == _bits(mean.astype(truth[f"ema:{n}"].dtype)), n
+    assert "evaluation graph" in said["avg"]
+    assert said["out"] == said["in"]  # the output's copy reads as the input's copy
