@@ -22,7 +22,9 @@ What it says (:func:`mark_doc`):
   or doubts its input's names: :mod:`~ckpt_tools.no_meta_mark`), repeated by every read of it
   (:func:`stated_notes`, and :mod:`~ckpt_tools.restored_record`'s caveat).
 
-Outputs written from a marked input carry its mark (:func:`merged`).
+Outputs written from a marked input carry its mark (:func:`merged`): a statement carried is
+said ``by`` the carrying writer, with its ``origins`` (the command that made it and the output
+it wrote), which the note names (review-30-attack-r112 F1).
 """
 
 from __future__ import annotations
@@ -85,12 +87,31 @@ def merged(*docs: dict | None) -> dict | None:
             shas.add(d.get("graph_sha256"))
         s = doc.get("stated")
         if isinstance(s, dict):
-            have = out.setdefault("stated", {})
-            for k, v in s.items():
-                have.setdefault(k, v)
+            _join_stated(out.setdefault("stated", {}), s)
     if out is not None and len(shas) == 1 and isinstance(next(iter(shas)), str):
         out["names_doubted"]["graph_sha256"] = next(iter(shas))  # (s29h "Seen")
     return out
+
+
+def _join_stated(have: dict, s: dict) -> None:
+    """Adds the statements of ``s`` (a mark's ``stated``) to ``have``: the first detail and
+    ``"by"`` kept; each statement's ``"origins"`` (the commands that made it over the outputs
+    it was carried from) kept for a statement first said with them, joined where every
+    statement of it was carried (review-30-attack-r112 F1)."""
+    origins = s.get("origins") if isinstance(s.get("origins"), dict) else {}
+    for k, v in s.items():
+        if k == "origins":
+            continue
+        first = k not in have
+        if first:
+            have[k] = v
+        if k == "by" or not origins.get(k):
+            continue
+        if first:
+            have.setdefault("origins", {})[k] = [list(o) for o in origins[k]]
+        elif k in have.get("origins", {}):
+            joined = have["origins"][k]
+            joined += [list(o) for o in origins[k] if list(o) not in joined]
 
 
 def graph_written(doc: dict | None, sha256: str | None) -> dict | None:
@@ -182,6 +203,11 @@ def _well_formed(doc: dict) -> bool:
         return True
     if not isinstance(s, dict) or not isinstance(s.get("by", ""), str):
         return False
+    o = s.get("origins")
+    if o is not None and not (isinstance(o, dict) and all(
+            isinstance(v, list) and all(_strings(x) and len(x) == 2 for x in v)
+            for v in o.values())):
+        return False
     a = s.get("averages_only")
     if a is not None and not (isinstance(a, dict) and all(_strings(v) for v in a.values())):
         return False
@@ -237,13 +263,26 @@ def stated_notes(path: str, doc: dict | None) -> list[str]:
         `list[str]`: ``"note: ..."`` lines (``[]``: none stated).
     """
     stated = stated_of(doc)
-    said = [v for k, v in _STATED.items() if stated.get(k)]
-    if not said:
-        return []
     by = stated.get("by", "ckpt_tools")
-    return [f"note: {by} wrote {path} from an input read under {' and '.join(said)}, "
-            f"its {RECORD_KEY} key says: that statement, not the file, makes its plain "
-            "names hold averages"]
+    origins = stated.get("origins") if isinstance(stated.get("origins"), dict) else {}
+    own = [v for k, v in _STATED.items() if stated.get(k) and not origins.get(k)]
+    made: dict[tuple, list[str]] = {}  # who made them, over which outputs -> statements
+    for k, v in _STATED.items():
+        if stated.get(k) and origins.get(k):
+            made.setdefault(tuple(tuple(o) for o in origins[k]), []).append(v)
+    tail = (f"its {RECORD_KEY} key says: that statement, not the file, makes its plain names "
+            "hold averages")
+    notes = [f"note: {by} wrote {path} from an input read under {' and '.join(own)}, {tail}"
+             ] if own else []
+    for who, said in made.items():
+        writers = {}
+        for b, p in who:
+            writers.setdefault(b, []).append(p)
+        wrote = " and ".join(f"{b} wrote {' and '.join(ps)}" for b, ps in writers.items())
+        notes.append(f"note: {wrote} from {'an input' if len(who) == 1 else 'inputs'} read "
+                     f"under {' and '.join(said)}, and {by} carried that statement into "
+                     f"{path}, {tail}")
+    return notes
 
 
 def output_mark(inputs, stated: dict | None = None, doubted: dict | None = None,
@@ -264,5 +303,23 @@ def output_mark(inputs, stated: dict | None = None, doubted: dict | None = None,
         if names_doubted(doc) and getattr(c, "not_swapped", False):
             doc = {k: v for k, v in doc.items() if k != "names_doubted"}
             docs.append(mark_doc(None, {"not_swapped": True}, by))
-        docs.append(doc)
+        docs.append(_carried(doc, c.path, by))
     return merged(*docs)
+
+
+def _carried(doc: dict, path: str, by: str) -> dict:
+    """The input ``path``'s mark ``doc`` as its output's writer ``by`` carries it: its
+    statements said ``by`` that writer, each with its ``"origins"`` (``[command, output]``
+    pairs: the command that made it and the output it wrote, ``path`` where the input's
+    writer made it itself), so that no later read says the carrier read its input under a
+    statement it never made (review-30-attack-r112 F1).
+
+    Returns:
+        `dict` (``doc`` itself where it states nothing)."""
+    s = doc.get("stated")
+    if not isinstance(s, dict):
+        return doc
+    had = s.get("origins") if isinstance(s.get("origins"), dict) else {}
+    said = {k: v for k, v in s.items() if k not in ("by", "origins")}
+    origins = {k: had.get(k) or [[str(s.get("by", "ckpt_tools")), path]] for k in said}
+    return {**doc, "stated": {**said, "by": by, "origins": origins}}

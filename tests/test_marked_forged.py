@@ -19,6 +19,9 @@ CASES = {
     "stated_list": json.dumps({**K, "stated": ["averages_only"]}),
     "nd_string": json.dumps({**K, "names_doubted": "yes"}),
     "averages_only_true": json.dumps({**K, "stated": {"averages_only": True}}),
+    # who made a carried statement, over which output (review-30-attack-r112 F1)
+    "origins_str": json.dumps({**K, "stated": {"no_meta": True,
+                                               "origins": {"no_meta": "ckpt average"}}}),
 }
 SCRIPT = '''
 import json

@@ -269,3 +269,33 @@ def test_a_baked_average_repeats_the_statement_it_was_written_under(made, tmp_pa
     assert any("--not-swapped" in n and KEY in n for n in doc["notes"]), text
     code, _, err = run_cli(["list", str(ckpt)])
     assert code == 0 and "--not-swapped" in err and KEY in " ".join(err.split()), err
+
+
+def test_a_carried_statement_names_who_made_it_and_who_carried_it(made, tmp_path):
+    """review-30-attack-r112 F1: an output written from a marked input said its own writer
+    read its input under the statement ("ckpt restore-ema wrote <restore-ema's output> from
+    an input read under --not-swapped"), though ckpt average made it over another output;
+    now the note names the command that made it, over which output, and who carried it."""
+    out, _ = made
+    made_by = tmp_path / "ns/model.ckpt-3"
+    code, _, err = run_cli(["average", str(out / "swap/model.ckpt-3"),
+                            str(out / "swap/model.ckpt-2"), "--ema", "--bake", "--not-swapped",
+                            "--out", str(made_by.parent)])
+    assert code == 0, err
+    code, _, err = run_cli(["restore-ema", str(made_by), "--out", str(tmp_path / "r")])
+    assert code == 0, err
+    again = _copy(tmp_path / "r", "model.ckpt-3", tmp_path / "two", "best")
+    code, _, err = run_cli(["average", str(tmp_path / "r/model.ckpt-3"), str(again),
+                            "--newest", str(again), "--out", str(tmp_path / "a")])
+    assert code == 0, err
+    for ckpt, carrier in ((tmp_path / "r/model.ckpt-3", "ckpt restore-ema"),
+                          (tmp_path / "a/best", "ckpt average")):
+        code, text, err = run_cli(["export", str(ckpt), "--json",
+                                   "--out", str(tmp_path / "e.npz"), "--force"])
+        doc = json.loads(text)
+        assert code == 0 and doc["written_under"] == {"not_swapped": True}, text
+        (note,) = [n for n in doc["notes"] if "--not-swapped" in n]
+        note = " ".join(note.split())
+        assert note.startswith(f"ckpt average wrote {made_by} from an input read under "
+                               "--not-swapped"), note  # was: "<carrier> wrote <ckpt> ..."
+        assert f"and {carrier} carried that statement into {ckpt}" in note, note
