@@ -25,7 +25,8 @@ from .checkpoint import Checkpoint
 from .errors import UnprovenPairingError
 from .formats._io import is_url
 
-__all__ = ["UNKNOWN_FIELD", "check_unknown_carried", "read_unknown", "unknown_to_carry"]
+__all__ = ["UNKNOWN_FIELD", "check_unknown_carried", "read_unknown", "refused_by_mark",
+           "unknown_to_carry"]
 
 #: The record's field naming the inputs whose other graphs could not be known.
 UNKNOWN_FIELD = "unknown"
@@ -35,9 +36,17 @@ def unknown_to_carry(ckpts: list[Checkpoint], ema: bool, bake: bool,
                      pairing: dict | None) -> str | None:
     """What the output's record says of inputs whose other graphs cannot be known.
 
+    An input refused for its own ``_CKPT_TOOLS_RECORD`` mark alone (:func:`refused_by_mark`:
+    a marked average's ``.index`` + ``.data`` copy) is not one: its other graphs were read,
+    and the output carries its mark, which refuses the output the same way, naming what
+    decides it; the record said instead that the graphs could not be known over a URL and
+    offered only ``--no-meta`` (review-30-attack-r110 F4). It is refused here all the same
+    beside an input with a ``.meta`` of its own.
+
     Returns:
-        `str`: those inputs, joined; ``None`` where there is none, or ``--ema --bake
-        --no-meta`` states the names (``pairing["use_meta"]`` False).
+        `str`: those inputs, joined; ``None`` where there is none (or only inputs refused for
+        their mark), or ``--ema --bake --no-meta`` states the names
+        (``pairing["use_meta"]`` False).
 
     Raises:
         UnprovenPairingError: (exit 6) with ``ema`` (the keys named as shadows are what is
@@ -56,11 +65,31 @@ def unknown_to_carry(ckpts: list[Checkpoint], ema: bool, bake: bool,
             "name and the output is refused the same way; --ema --bake --no-meta states the "
             "names)", option="--no-meta")
     if own is not None:
+        marked = refused_by_mark(unknown[0])  # its mark's refusal names what decides it
         raise UnprovenPairingError(
             f"{first}; {own.path} has a .meta of its own, which the output would get as its "
-            "graph: refused. Copy the inputs with their directory locally (or to s3://) to "
-            "have their graphs read", option=None)
-    return ", ".join(c.path for c in unknown)
+            "graph: refused. " + ("Average it apart from checkpoints with a graph of their "
+                                  "own" if marked else "Copy the inputs with their directory "
+                                  "locally (or to s3://) to have their graphs read"),
+            option=unknown[0].meta_unknown.option if marked else None)
+    return ", ".join(c.path for c in unknown if not refused_by_mark(c)) or None
+
+
+def refused_by_mark(ckpt: Checkpoint) -> bool:
+    """Whether the pairing by names of ``ckpt`` is refused for its own mark alone
+    (``meta_unknown`` is :func:`~ckpt_tools.tools_mark.names_doubted_refusal`'s: no graph of
+    its own, none of its prefix doubting it, and its mark's ``names_doubted``), not for
+    graphs of its prefix that could not be known.
+
+    Returns:
+        `bool`."""
+    from .tools_mark import names_doubted, names_doubted_refusal
+
+    exc = getattr(ckpt, "meta_unknown", None)
+    doc = getattr(ckpt, "tools_mark", None)
+    if exc is None or ckpt.meta is not None or names_doubted(doc) is None:
+        return False
+    return str(exc) == str(names_doubted_refusal(ckpt.location.prefix, doc))
 
 
 def read_unknown(path: str) -> str | None:

@@ -143,3 +143,31 @@ def test_restore_ema_of_a_marked_average_beside_its_graph_keeps_the_graphs_diges
     copy = _copy(tmp_path / "r", "model.ckpt-3", tmp_path / "copy", only=(".index", ".data"))
     code, _, err = run_cli(["export", str(copy), "--out", str(tmp_path / "c.npz")])
     assert code == 6 and KEY in " ".join(err.split()), err
+
+
+def test_an_average_of_marked_copies_is_refused_for_their_marks(made, tmp_path):
+    """review-30-attack-r110 F4: the average of a marked average's .index + .data copies wrote
+    a carried.json whose refusal said their other graphs could not be known ("no listing over
+    http(s), or more graphs ... than the 16 read over a URL") and offered only --no-meta (the
+    raw weights' mean paired as the averages): local, listed inputs refused for their MARK.
+    The output is refused for the mark it carries, naming what decides it."""
+    out, truth = made
+    code, _, err = run_cli(["average", str(out / "swap/model.ckpt-3"),
+                            str(out / "swap/model.ckpt-2"), "--out", str(tmp_path / "a3")])
+    assert code == 0, err
+    b3 = _copy(tmp_path / "a3", "model.ckpt-3", tmp_path / "m", "best3", only=(".index", ".data"))
+    b2 = _copy(tmp_path / "a3", "model.ckpt-3", tmp_path / "m", "best2", only=(".index", ".data"))
+    code, _, err = run_cli(["average", str(b3), str(b2), "--newest", str(b3),
+                            "--out", str(tmp_path / "o")])
+    assert code == 0, err
+    assert not (tmp_path / "o/best3.carried.json").exists()
+    code, _, err = run_cli(["export", str(tmp_path / "o/best3"), "--out", str(tmp_path / "e.npz")])
+    line = " ".join(err.split())
+    assert code == 6 and KEY in line and "--not-swapped" in line, err
+    assert "no listing" not in line and "read over a URL" not in line, err
+    code, _, err = run_cli(["export", str(tmp_path / "o/best3"), "--raw", "--no-meta",
+                            "--out", str(tmp_path / "r.npz")])
+    assert code == 0, err
+    with np.load(tmp_path / "r.npz") as z:  # the keys as stored: the averages' mean
+        for key in NAMES:
+            np.testing.assert_allclose(z[key], _mean(truth, "swap", "avg", key), rtol=1e-5)
