@@ -28,9 +28,11 @@ from .formats._write import copy_file, os_errors
 __all__ = ["carry_doubt", "doubt_to_carry", "refuse_marked_ema"]
 
 
-def doubt_to_carry(ckpts: list[Checkpoint], ema: bool, bake: bool) -> list[str]:
+def doubt_to_carry(ckpts: list[Checkpoint], ema: bool, bake: bool, *,
+                   no_meta: bool = False) -> list[str]:
     """The graph files to copy beside the average of ``ckpts`` so that it is doubted as they
-    are (:func:`carry_doubt`).
+    are (:func:`carry_doubt`). ``no_meta``: ``--no-meta`` was given (:func:`refuse_marked_ema`
+    says so).
 
     Returns:
         `list[str]`: the doubting ``.meta`` files of every input (each once, oldest input's
@@ -43,7 +45,7 @@ def doubt_to_carry(ckpts: list[Checkpoint], ema: bool, bake: bool) -> list[str]:
     """
     from .meta_sibling import doubt_note
 
-    refuse_marked_ema(ckpts, ema)
+    refuse_marked_ema(ckpts, ema, no_meta=no_meta)
     doubted = [c for c in ckpts if getattr(c, "meta_doubt", ())]
     if not doubted or bake and doubted[0].not_swapped:
         return []
@@ -70,13 +72,14 @@ def doubt_to_carry(ckpts: list[Checkpoint], ema: bool, bake: bool) -> list[str]:
     return paths
 
 
-def refuse_marked_ema(ckpts: list[Checkpoint], ema: bool) -> None:
+def refuse_marked_ema(ckpts: list[Checkpoint], ema: bool, *, no_meta: bool = False) -> None:
     """Refuses ``--ema`` over an input whose ``_CKPT_TOOLS_RECORD`` mark says its names are
     doubted where no graph beside it doubts them (renamed, copied, read with ``--no-meta``):
     the mark's doubt weighs as the sibling graph's, which ``--no-meta`` does not lift either;
     ``average --ema --bake --no-meta`` of renamed marked averages baked the mean of the raw
     weights into the plain names, exit 0 (review-29-attack-r107 F4). ``--not-swapped``
-    decides.
+    decides. The refusal says ``--no-meta`` does not decide it only where ``no_meta``
+    (``--no-meta`` given).
 
     Raises:
         UnprovenPairingError: (exit 6) naming the input, the mark and ``--not-swapped``.
@@ -92,7 +95,8 @@ def refuse_marked_ema(ckpts: list[Checkpoint], ema: bool) -> None:
                 f"{c.path}: its {RECORD_KEY} key says ckpt average wrote it from inputs whose "
                 "keys' names a swapping Saver's graph doubts; --ema averages the keys named as "
                 "shadows, which a swapping Saver's keys named as averages are not (they hold "
-                "the raw weights), and --no-meta does not decide that: refused. If a Saver of "
+                "the raw weights)" + (", and --no-meta does not decide that" if no_meta
+                                      else "") + ": refused. If a Saver of "
                 "each variable under its own name wrote the inputs, average with --ema --bake "
                 "--not-swapped; without --ema, every key is averaged under its own name",
                 option="--not-swapped")

@@ -240,7 +240,8 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
                 "whole tensor to average or copy, and leaving it out would break the .meta's "
                 "Saver; average cannot write it (restore-ema and export read this checkpoint "
                 "with --allow-missing or --raw)")
-    carry = doubt_to_carry(ckpts, ema, bake)  # refused where it cannot be carried
+    carry = doubt_to_carry(ckpts, ema, bake,  # refused where it cannot be carried
+                           no_meta=not (pairing or {}).get("use_meta", True))
     unknown = unknown_to_carry(ckpts, ema, bake, pairing)  # ... and where nothing can be
     refuse_disagreeing_graphs(ckpts)  # own graphs saying a key holds different things (r110 F5)
     source_of, to_average, assumed = plan_average(newest, ema, bake, pairing)

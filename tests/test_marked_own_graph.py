@@ -118,6 +118,8 @@ def test_no_meta_does_not_lift_the_marks_doubt_for_ema(made, tmp_path):
                                 *extra, "--out", str(tmp_path / "b")])
         line = " ".join(err.split())
         assert code == 6 and KEY in line and "--not-swapped" in line, (extra, err)
+        # said only where --no-meta was given (it was said without it: r110 F3 wording)
+        assert ("--no-meta does not decide" in line) == bool(extra), (extra, err)
         assert not (tmp_path / "b").exists()
 
 
