@@ -82,6 +82,32 @@ def _parents(objects) -> tuple[dict[str, list[int]], dict[int, tuple[str, ...]]]
     return ({k: sorted(parents.get(n, ())) for k, n in node_of.items()}, path_of)
 
 
+def root_attributes(ckpt: Checkpoint) -> dict[str, set[str]]:
+    """Variable key -> every attribute of the checkpoint's root the object graph reaches it
+    through (``Checkpoint(all=[e1(w), e2(c)], d=[e2(c)])``: ``e2(c)``, keyed ``all/1``, is
+    ``{"all", "d"}``): TensorFlow keys a variable by its first path only, so its key's first
+    part names one of them (review-31-attack-r113 F1).
+
+    Returns:
+        `dict`: ``{}`` for a checkpoint without an object graph."""
+    objects = ckpt.objects
+    if objects is None:
+        return {}
+    out: dict[str, set[str]] = {}
+    for attr, top in objects.children.get(0, ()):
+        seen, stack = {top}, [top]
+        while stack:
+            node = stack.pop()
+            key = objects.node_keys.get(node)
+            if key is not None:
+                out.setdefault(key, set()).add(attr)
+            for _name, child in objects.children.get(node, ()):
+                if child not in seen and child != 0:
+                    seen.add(child)
+                    stack.append(child)
+    return out
+
+
 def holders(ckpt: Checkpoint, pairs,
             left_out=None) -> dict[str, dict[tuple[str, ...], list[tuple[str, str]]]]:
     """EMA name -> holder (each object directly holding the average: every parent the object
@@ -253,6 +279,29 @@ def split_named(ckpt: Checkpoint, pairs, name: str) -> str:
                                      f"alone" if offers else ""))
 
 
+def _within(ckpt: Checkpoint, found: dict[str, dict[tuple[str, ...], list[tuple[str, str]]]],
+            ema_name: str | None) -> dict[str, dict[tuple[str, ...], list[tuple[str, str]]]]:
+    """``found`` (:func:`holders`), where ``ema_name`` is one root attribute reaching every
+    average of a name (``--ema-name d``: the duplicate refusal's statement that ``d`` holds
+    its own object's averages), with only the holders below that attribute: a combined list
+    ``all`` beside ``d`` holds another object's averages too, and the user stated ``d``'s
+    (review-31-attack-r113 F1), unless the holders outside it disagree (``g``, ``d`` beside a
+    stated combined ``all``: two objects). Sub-holders of the attribute (``ema={"gen": [...],
+    "disc": [...]}`` with ``--ema-name ema``) still count (review-29-attack-r109 F3)."""
+    if ema_name is None or "," in ema_name:
+        return found
+    reach = root_attributes(ckpt)
+    out = {}
+    for family, each in found.items():
+        outside = {frozenset(a for _w, a in t) for h, t in each.items() if h[:1] != (ema_name,)}
+        # holders outside that disagree (g, d beside a stated combined 'all') show two objects
+        if len(outside) < 2 and all(ema_name in reach.get(a, ()) for taken in each.values()
+                                    for _w, a in taken):
+            each = {h: t for h, t in each.items() if h[:1] == (ema_name,)} or each
+        out[family] = each
+    return out
+
+
 class SplitHoldersError(UnprovenPairingError):
     """:func:`refuse_split_holders`' refusal (exit 6), with ``for_eval``: what ``ckpt eval``
     says instead, naming only ``--ema-name``, the option eval has (and ``ckpt export`` for
@@ -291,7 +340,8 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
                                              for n in ema_name.split(",")}
     # only TF's default name states it: a name the user gave is passed to read the averages
     # at all, two objects both given it write the same keys (review-31-attack-r113 F4)
-    split = {f: each for f, each in holders(ckpt, pairs, left_out).items()
+    split = {f: each for f, each in _within(ckpt, holders(ckpt, pairs, left_out),
+                                             ema_name).items()
              if is_split(each) and not (f in stated and f == DEFAULT_EMA_NAME)}
     if not split:
         return

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import roles as R
 from .checkpoint import Checkpoint
+from .ema_holders import root_attributes
 from .ema_name_stated import (
     accepted_names,
     keys_under,
@@ -189,6 +190,11 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
     tf2 = ckpt.objects is not None
     holder = ({k: ckpt.objects.paths.get(k, k).split("/", 1)[0] for k in suffix}
               if tf2 else {})
+    # every root attribute the object graph reaches an average through, not only its key's
+    # first path: e2(c) kept in d and in a combined list 'all' is keyed all/2 alone
+    # (review-31-attack-r113 F1, F2)
+    reach = root_attributes(ckpt) if tf2 and ema_name is not None else {}
+    held = {k: ema_name if ema_name in reach.get(k, ()) else h for k, h in holder.items()}
     shadows: dict[str, list[str]] = {}
     for v in variables.values():
         if v.role == R.EMA and v.ema_of and style in (None, v.ema_style):
@@ -199,7 +205,8 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
         if ema_name is not None and tf2 else set()  # only an --ema-name in TF2 reads it
     both: dict[str, tuple[list[str], list[str]]] = {}  # target -> (by attribute, by name)
     twins: dict[str, list[str]] = {}  # TF1: target -> its W/<ema_name>_N, no one's proven
-    attrs = {holder.get(c) for cs in shadows.values() for c in cs} - {None}
+    attrs = {a for cs in shadows.values() for c in cs
+             for a in reach.get(c, {holder[c]} if c in holder else ())}
     unpicked: dict[str, list[str]] = {}  # several averages, none picked by the stated name
     for target, cands in shadows.items():
         picked = cands
@@ -209,7 +216,7 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
                 # or the name exactly: name='ema_2' writes Variable/ema_2, then ema_2_1...
                 # (review-14-attack-r25 F2b); never TF's default name with its counter
                 # (ExponentialMovingAverage_4): nobody gives that name, TF numbers it
-                by_attr = [c for c in cands if holder.get(c) == ema_name]
+                by_attr = [c for c in cands if held.get(c) == ema_name]
                 exact = [c for c in cands if suffix.get(c) == ema_name
                          and suffix_base(ema_name) != R.DEFAULT_EMA_NAME]
                 if base and exact and set(base) != set(exact):
@@ -223,7 +230,7 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
                     # the attribute names no one object, the name does (r33 F14)
                     by_attr = []
                 if not by_attr and ema_name in attrs and any(
-                        holder.get(c) != ema_name for c in by_name):
+                        held.get(c) != ema_name for c in by_name):
                     # the attribute 'ema' holds an object's averages of other variables;
                     # this one's, named 'ema' or 'ema_2' under another attribute, may be
                     # that object's or one named 'ema_2' (its first name, not TF's counter;
@@ -258,11 +265,11 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
     names = stated_names(ckpt, ema_name, chosen, suffix) if unpicked and chosen else set()
     under = keys_under(ckpt, names) if names else {}
     for target, cands in unpicked.items():
-        if not chosen or not not_stated(ckpt, target, cands, names, under, suffix, holder,
+        if not chosen or not not_stated(ckpt, target, cands, names, under, suffix, held,
                                          ema_name):
             several[target] = sorted(cands)
     if both:
-        refuse_both(ckpt, ema_name, both, suffix, holder)
+        refuse_both(ckpt, ema_name, both, suffix, held)
     if twins:
         refuse_twins(ckpt, ema_name, twins, suffix)
     if not tf2:  # before "pass --ema-name": no name decides a lone average's object

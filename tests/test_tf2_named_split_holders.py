@@ -55,6 +55,22 @@ save("mirror", A, model=gan,
      ema={"gen": {"w": e1.average(w), "b": e1.average(b)}, "disc": {"c": e2.average(c)}})
 save("one_list", {k: v for k, v in A.items() if k.startswith("model/gen/")},
      model=module(gen=gen), ema=[e1.average(w), e1.average(b)])
+# review-31-attack-r113 F1/F2: default-named objects, averages also kept in a combined list
+# 'all' (TensorFlow sorts the attributes and keys each average by its first path: all/N)
+m = module(w=tf.Variable([1., 2., 3.], name="w"), b=tf.Variable([0.5], name="b"),
+           c=tf.Variable([7., 8.], name="c"))
+f1, f2 = tf.train.ExponentialMovingAverage(0.5), tf.train.ExponentialMovingAverage(0.9)
+for _ in range(3):  # eager: f2's average of w is named w/ExponentialMovingAverage_1
+    for v in (m.w, m.b, m.c):
+        v.assign_add(tf.ones_like(v) * 1.25)
+    f1.apply([m.w, m.b])
+    f2.apply([m.w, m.c])
+F = {"e1w": f1.average(m.w), "e1b": f1.average(m.b), "e2w": f2.average(m.w),
+     "e2c": f2.average(m.c)}
+save("all_plus", {**F, "b": m.b, "c": m.c}, model=m, all=[F["e1w"], F["e1b"], F["e2c"]],
+     g=[F["e1w"], F["e1b"]], d=[F["e2w"], F["e2c"]])
+save("g_d_all", {**F, "c": m.c}, model=m, g=[F["e1w"], F["e1b"]], d=[F["e2c"]],
+     all=[F["e1w"], F["e1b"], F["e2c"]])
 np.savez(os.path.join(out, "truth.npz"), **truth)
 """
 
@@ -130,3 +146,26 @@ def test_a_given_name_in_one_list_still_reads_stated(made, tmp_path):
                              "--ema-name", "ema"])
     assert code == 0, err
     assert_npz_holds(tmp_path / "x.npz", _of(truth, "one_list"))
+
+
+def test_an_attribute_takes_every_average_it_holds(made, tmp_path):
+    """review-31-attack-r113 F1: ``--ema-name d`` (the duplicate refusal's offer) took d's
+    averages by their keys' first path only, so e2's average of c, kept in d but keyed under
+    the combined list ``all``, was left out and c exported raw. Typed as printed, the offer
+    now exports w and c from e2 bit for bit (b, which d does not hold, raw as reported);
+    the combined ``all`` (g and d split it) is never offered nor accepted as one object's."""
+    out, truth = made
+    t = _of(truth, "all_plus")
+    directory = out / "all_plus"
+    code, _o, err = run_cli(["export", str(directory), "-o", str(tmp_path / "x.npz")])
+    assert code == 6, err
+    line = " ".join(err.split())
+    assert "pass --ema-name d --allow-missing" in line and "--ema-name all" not in line, line
+    code, _o, err = run_cli(["export", str(directory), "-o", str(tmp_path / "d.npz"),
+                             "--ema-name", "d", "--allow-missing"])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "d.npz", {"model/w": t["e2w"], "model/c": t["e2c"],
+                                          "model/b": t["b"]})
+    code, _o, err = run_cli(["export", str(directory), "-o", str(tmp_path / "a.npz"),
+                             "--ema-name", "all"])
+    assert code == 6 and not (tmp_path / "a.npz").exists(), err
