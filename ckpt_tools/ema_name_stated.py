@@ -187,12 +187,17 @@ def accepted_names(ckpt: Checkpoint, found: list[str], named: list[str] = ()) ->
     said = [f"pass {option_text(n, (), allow)}" if n else "omit it" if i else "omit --ema-name"
             for i, (n, _, allow) in enumerate(ok[:2])]
     if not said:
+        # what was tried, exactly: another attribute may be accepted (review-31-attack-r113 F2)
+        tried = " or ".join(option_text(n) for n in names if n)
         stated = [n for n, _e, _a in working(ckpt, [(n, (), False) for n in named[:4]
                                                      if n not in found])]
         if stated:
             return (" or ".join(f"pass {option_text(n)}" for n in stated[:2])
                     + f", your statement that the averages named {stated[0]} are one EMA "
-                    f"object's (no --ema-name of {', '.join(found)} is accepted, nor omitting it)")
-        return f"no --ema-name of {', '.join(found)} is accepted (omitted too), so none decides"
+                    f"object's ({tried} is refused, with --allow-missing too, and so is "
+                    "omitting it)")
+        # not "none decides": an --exclude offer may (review-31-attack-r113 F2)
+        return (f"{tried} is refused, with --allow-missing too, and so is omitting it: the "
+                f"refusal without --ema-name names the options that decide, if any")
     return " or ".join(said) + (" (one EMA object's averages need none)" if len(found) == 1
                                 and any(n is None for n, _, _ in ok[:2]) else "")

@@ -285,8 +285,9 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
     if ema_name is not None and shadows and not chosen and (tf2 or keras):
         # The averages are there, under other names: say so, not "use_ema=False" or "save
         # the averages", which would be false about this file (TF1 says it in missing_hints).
-        found = sorted({holder.get(c) or suffix_base(suffix.get(c, "")) or c
-                        for cs in shadows.values() for c in cs} - {""})
+        found = sorted({a for cs in shadows.values() for c in cs  # every attribute (r113 F2)
+                        for a in (reach.get(c) or {holder.get(c) or suffix_base(
+                            suffix.get(c, "")) or c})} - {""})
         kept = (f"its optimizer's averages of {len(shadows)} weight(s) (use_ema=True), which "
                 "a Keras file keeps for one optimizer: omit --ema-name" if keras else
                 f"averages of {len(shadows)} variable(s) kept as {', '.join(found[:4])}: "

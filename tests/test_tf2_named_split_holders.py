@@ -12,6 +12,8 @@ still exports with ``--ema-name ema``. Real TensorFlow; truth is ``ema.average(v
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from _holder_offers import listed_holders, printed_offers
@@ -169,3 +171,35 @@ def test_an_attribute_takes_every_average_it_holds(made, tmp_path):
     code, _o, err = run_cli(["export", str(directory), "-o", str(tmp_path / "a.npz"),
                              "--ema-name", "all"])
     assert code == 6 and not (tmp_path / "a.npz").exists(), err
+
+
+def test_an_attribute_keyed_under_a_combined_list_reads_and_a_wrong_one_says_what_was_tried(
+        made, tmp_path):
+    """review-31-attack-r113 F2: ``--ema-name g`` said "none of its averages is kept under the
+    EMA name 'g' ... so none decides" where g holds e1's averages (keyed under ``all``). g's
+    now read: with ``--allow-missing`` w, b from e1 bit for bit, c raw as reported. A name
+    no average has says which options it tried (no "none decides": the split refusal's
+    ``--exclude`` offers may), names every attribute holding averages, and its offer works."""
+    out, truth = made
+    t = _of(truth, "g_d_all")
+    directory = out / "g_d_all"
+    code, _o, err = run_cli(["export", str(directory), "-o", str(tmp_path / "g.npz"),
+                             "--ema-name", "g", "--allow-missing"])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "g.npz", {"model/w": t["e1w"], "model/b": t["e1b"],
+                                          "model/c": t["c"]})
+    code, _o, err = run_cli(["export", str(directory), "-o", str(tmp_path / "x.npz"),
+                             "--ema-name", "g"])
+    line = " ".join(err.split())
+    assert code == 6 and "none of its averages is kept" not in line, line
+    code, _o, err = run_cli(["export", str(directory), "-o", str(tmp_path / "x.npz"),
+                             "--ema-name", "gg"])
+    line = " ".join(err.split())
+    assert code == 6 and "none decides" not in line and "kept as all, d, g" in line, line
+    offer = re.search(r"pass (--ema-name \S+), your statement", line)
+    assert offer, line
+    code, _o, err = run_cli(["export", str(directory), "-o", str(tmp_path / "s.npz"),
+                             *offer.group(1).split()])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "s.npz", {"model/w": t["e1w"], "model/b": t["e1b"],
+                                          "model/c": t["e2c"]})
