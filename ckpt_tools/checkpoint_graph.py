@@ -134,8 +134,10 @@ class GraphViews:
     meta_stated: str | None
     meta_doubt: Doubt
     meta_unknown: UnprovenPairingError | None
+    meta_unread: str | None
     _options: dict
     _memo: dict
+    _view_of: Checkpoint | None
 
     @property
     def meta_file(self) -> str | None:
@@ -174,4 +176,43 @@ class GraphViews:
             view._variables, view._memo, view.stated_pairs = None, {}, {}
             view._view_of = self
             self._memo["without_meta" if unread else "without_graph"] = view
+        return view
+
+    def own_graph(self) -> Checkpoint | None:
+        """This checkpoint read with the ``.meta`` beside it that ``--no-meta`` (``meta=False``
+        or a :meth:`with_meta` ``(False)`` view) left unread: its own graph, the one read
+        without ``--no-meta``, for asking what that graph's save op shows
+        (:mod:`~ckpt_tools.no_meta_own`). Read once (the collections as ``formats.meta``
+        reads them, within its bounds); the view closes nothing.
+
+        Returns:
+            `Checkpoint` with ``meta`` read, or ``None``: not read with ``--no-meta``, no
+            ``.meta`` beside it (a SavedModel's ``saved_model.pb`` is not asked), or one that
+            cannot be read as a graph (too large, not a ``MetaGraphDef``: what ``--no-meta``
+            exists for).
+        """
+        path = self.location.meta_path
+        if self.meta is not None or not path or getattr(self, "meta_unread", None) != path:
+            return None
+        if "own_graph" in self._memo:
+            return self._memo["own_graph"]
+        base = self._view_of
+        view = None
+        if base is not None and base.meta is not None and base.meta_source == path:
+            view = base  # a with_meta(False) view of the checkpoint read with it
+        else:
+            try:
+                graph = read_meta_graph(path)
+            except CheckpointError:
+                graph = None
+            if graph is not None:
+                import copy
+
+                view = copy.copy(self)
+                view.meta, view.meta_source, view.meta_stated = graph, path, None
+                view.meta_doubt, view.meta_unknown, view.meta_unread = (), None, None
+                view._options = {**self._options, "meta": True}
+                view._variables, view._memo, view.stated_pairs = None, {}, {}
+                view._view_of = self  # shares the reader: closing it closes nothing
+        self._memo["own_graph"] = view
         return view

@@ -192,6 +192,14 @@ def ema_map(
         raise UnprovenPairingError(str(unknown), option=unknown.option)
     if not_swapped:
         ckpt.not_swapped = True  # its meta-less view too
+    if getattr(ckpt, "graph_declined", False):  # --no-meta: its own graph shows the
+        from .no_meta_own import refuse_own_graph_swap  # names mislead (r110 F6)
+
+        try:
+            refuse_own_graph_swap(ckpt)
+        except UnprovenPairingError:
+            opened.__exit__()
+            raise
     if len(names) > 1:  # EMA objects that averaged different variables: each one's map, joined
         try:
             refuse_named_both(ckpt, names, use_meta, include,  # two of them averaged one

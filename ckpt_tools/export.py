@@ -21,7 +21,7 @@ from .errors import NoSelectionError, OutputError, UnsupportedFormatError
 from .export_format import check_dtypes, output_format
 from .export_plan import plan_export
 from .export_record import checkpoint_record, swapped_in
-from .export_said import NO_META_RAW_WARNING, no_weights
+from .export_said import no_meta_raw_warning, no_weights
 from .export_writers import H5_WIDEN, NPZ_WIDEN, WRITERS, read_order, written_bytes
 from .formats._io import canonical_location, is_url
 from .formats._write import (
@@ -229,8 +229,8 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
             warnings = [raw_unmoved_warning(moved, ckpt) if w == RAW_EMA_WARNING else w
                         for w in warnings]
         if ema is False and map_options.get("use_meta") is False:  # nor with the graphs set
-            warnings = [NO_META_RAW_WARNING if w == RAW_EMA_WARNING else w  # aside (u30 F5)
-                        for w in warnings]
+            said = no_meta_raw_warning(ckpt.with_meta(False))  # aside (u30 F5; r112 F3)
+            warnings = [said if w == RAW_EMA_WARNING else w for w in warnings]
         notes += [marked_note] if marked_note else []
         positional = positional_names_note(ckpt.objects, plan, weights)
         if positional:  # two towers' proj/kernel: named by position, no layer name recorded

@@ -50,3 +50,18 @@ NO_META_RAW_WARNING = (
     "if a swapping Saver wrote it ({v.op.name: ema.average(v), ...}), these are the averages; "
     "if a Saver of each variable under its own name did, they are the raw weights and an "
     "export without --raw writes the shadows")
+
+
+
+def no_meta_raw_warning(ckpt) -> str:
+    """What ``export --raw --no-meta`` of ``ckpt`` (as ``--no-meta`` reads it) says of the
+    keys named as variables it exports: what its own graph, left unread, shows of them
+    (:func:`~ckpt_tools.no_meta_own.raw_warning`); else :data:`NO_META_RAW_WARNING`'s
+    either-or.
+
+    Returns:
+        `str`: the warning's text (without ``"warning: "``).
+    """
+    from .no_meta_own import raw_warning
+
+    return raw_warning(ckpt) or NO_META_RAW_WARNING

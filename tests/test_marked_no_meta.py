@@ -68,34 +68,69 @@ def test_restore_ema_no_meta_over_a_sibling_graphs_doubt_is_recorded(made, tmp_p
             np.testing.assert_array_equal(got[key], truth[f"swap:3:raw:{key}"])
 
 
-def test_restore_ema_no_meta_beside_its_own_graph_is_recorded(made, tmp_path):
-    """The same for the run saved with a .meta each time: its other steps' graphs doubt it."""
+def _refused_by_own_graph(args, prefix) -> None:
+    """``ckpt <args>`` exits 6 with the own-graph refusal: the graph named, what its save op
+    wrote, and the way past it (leave out --no-meta)."""
+    code, _, err = run_cli(args)
+    line = " ".join(err.split())
+    assert code == 6, err
+    assert f"{prefix}: --no-meta pairs its keys by their names, but its own graph " \
+           f"{prefix.name}.meta beside it" in line and "a swapping Saver wrote it" in line, err
+    assert "drop --no-meta to read the keys through that graph" in line, err
+
+
+def test_no_meta_beside_its_own_swapping_graph_is_refused(made, tmp_path):
+    """review-30-attack-r110 F6: the run saved with a .meta each time, under --no-meta:
+    restore-ema (was: exit 0, the raw weights under the plain names), map and export refuse,
+    naming its own graph; without --no-meta that graph reads the averages. The .index + .data
+    copy without any graph still reads by names (the documented limit of --no-meta)."""
     out, truth = made
-    code, _, err = run_cli(["restore-ema", str(out / "every/model.ckpt-3"), "--no-meta",
-                            "--out", str(tmp_path / "nm")])
+    prefix = out / "every/model.ckpt-3"
+    _refused_by_own_graph(["restore-ema", str(prefix), "--no-meta", "--out",
+                           str(tmp_path / "nm")], prefix)
+    assert not (tmp_path / "nm").exists()
+    _refused_by_own_graph(["map", str(prefix), "--no-meta"], prefix)
+    _refused_by_own_graph(["export", str(prefix), "--no-meta", "--out",
+                           str(tmp_path / "e.npz")], prefix)
+    code, _, err = run_cli(["export", str(prefix), "--out", str(tmp_path / "g.npz")])
     assert code == 0, err
-    assert "--no-meta: not read: model.ckpt-2.meta and model.ckpt-1.meta" in " ".join(
-        err.split()), err
-    assert not (tmp_path / "nm/model.ckpt-3.meta").exists()
-    got = _said_no_meta(tmp_path / "nm/model.ckpt-3", tmp_path)
-    for key in NAMES:
-        np.testing.assert_array_equal(got[key], truth[f"every:3:raw:{key}"])
+    with np.load(tmp_path / "g.npz") as z:
+        for key in NAMES:  # through the graph: the averages
+            np.testing.assert_array_equal(z[key], truth[f"every:3:avg:{key}"])
+    # --raw --no-meta (the keys as stored) stays, saying what the graph shows of them
+    code, _, err = run_cli(["export", str(prefix), "--no-meta", "--raw", "--out",
+                            str(tmp_path / "r.npz")])
+    line = " ".join(err.split())
+    assert code == 0, err
+    assert "these are the averages" not in line and "its own graph model.ckpt-3.meta" in line \
+        and "hold averages, not raw weights" in line, err
+    with np.load(tmp_path / "r.npz") as z:
+        for key in NAMES:  # the swapping Saver's plain names: the averages
+            np.testing.assert_array_equal(z[key], truth[f"every:3:avg:{key}"])
+    code, text, err = run_cli(["list", str(prefix), "--no-meta"])
+    assert code == 0 and "no option decides" in text + err, text + err  # left open
+    copy = _copy(out / "every", "model.ckpt-3", tmp_path / "copy", only=(".index", ".data"))
+    code, _, err = run_cli(["restore-ema", str(copy), "--no-meta", "--out",
+                            str(tmp_path / "c")])
+    assert code == 0, err  # nothing beside it shows the swap: read by names
 
 
-def test_average_bake_no_meta_over_their_own_graph_is_recorded(made, tmp_path):
-    """average --ema --bake --no-meta of the run saved with a .meta each time (its other
-    steps' graphs doubt it): warned, and its mark states --no-meta beside the inputs' doubt."""
-    from ckpt_tools.checkpoint import open_checkpoint
-
+def test_average_bake_no_meta_over_their_own_graph_is_refused(made, tmp_path):
+    """average --ema --bake --no-meta of the run saved with a .meta each time (was: exit 0,
+    the mean of the raw weights baked as "EMA shadows") is refused by the inputs' own graph,
+    and so is a swapping run's checkpoint averaged with a plain run's, whichever is newest
+    (average_graphs reads the inputs' own graphs; the refusal holds under --no-meta)."""
     out, _ = made
-    code, _, err = run_cli(["average", str(out / "every/model.ckpt-3"),
-                            str(out / "every/model.ckpt-2"), "--ema", "--bake", "--no-meta",
-                            "--out", str(tmp_path / "b")])
-    assert code == 0, err
-    assert "--no-meta: not read: model.ckpt-2.meta and model.ckpt-1.meta" in " ".join(
-        err.split()), err
-    with open_checkpoint(str(tmp_path / "b/model.ckpt-3"), not_swapped=True) as ckpt:
-        assert ckpt.tools_mark["stated"]["no_meta"] is True
+    newest = out / "every/model.ckpt-3"
+    _refused_by_own_graph(["average", str(newest), str(out / "every/model.ckpt-2"), "--ema",
+                           "--bake", "--no-meta", "--out", str(tmp_path / "b")], newest)
+    assert not (tmp_path / "b").exists()
+    swapping, plain = str(out / "every/model.ckpt-2"), str(out / "plain/model.ckpt-3")
+    for last in (swapping, plain):
+        code, _, err = run_cli(["average", swapping, plain, "--newest", last, "--ema",
+                                "--bake", "--no-meta", "--out", str(tmp_path / "m")])
+        assert code == 6, err
+        assert not (tmp_path / "m").exists()
 
 
 def test_no_meta_over_nothing_that_doubts_records_nothing(made, tmp_path):

@@ -7,6 +7,12 @@ own or one from ANOTHER graph (the case ``--no-meta`` exists for). Before, roles
 from the update ops instead of refused, and a scoped averages-only Saver gave "0 averaged" /
 exit 7 where the copy without a ``.meta`` works with ``--averages-only``.
 
+One exception (review-30-attack-r110 F6, the lead's decision): where the checkpoint's OWN
+``.meta`` (readable) shows that its keys' names mislead (a swapping Saver), every pairing by
+names under ``--no-meta`` is refused (exit 6, naming that graph), where the copy without it
+still reads by names, the documented limit (tests/test_marked_no_meta.py). The layouts here
+show no such Saver, so the rule holds for them as stated.
+
 Layouts made here by TensorFlow (a subprocess); truth read from the session at save time
 (``ema.average(v)``)."""
 

@@ -59,8 +59,8 @@ EmaNameOpt = Annotated[str | None, typer.Option(
 NoMetaOpt = Annotated[bool, typer.Option(
     "--no-meta", rich_help_panel=PAIRING,
     help="Ignore the .meta graph; pair by checkpoint keys. Risk: a TF1 Saver that stored "
-    "averages under other keys then gives raw weights or another variable's average, "
-    "unwarned.")]
+    "averages under other keys gives raw weights or another variable's average (refused "
+    "where its own .meta shows it).")]
 StripOpt = Annotated[str | None, typer.Option(
     "--strip-scope", metavar="PREFIX",
     help="Remove this prefix from target names (e.g. 'tower_0/').")]
