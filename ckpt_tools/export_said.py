@@ -52,16 +52,28 @@ NO_META_RAW_WARNING = (
     "export without --raw writes the shadows")
 
 
-
 def no_meta_raw_warning(ckpt) -> str:
     """What ``export --raw --no-meta`` of ``ckpt`` (as ``--no-meta`` reads it) says of the
     keys named as variables it exports: what its own graph, left unread, shows of them
-    (:func:`~ckpt_tools.no_meta_own.raw_warning`); else :data:`NO_META_RAW_WARNING`'s
-    either-or.
+    (:func:`~ckpt_tools.no_meta_own.raw_warning`); where its mark records that ``--no-meta``
+    wrote it (``stated.no_meta``: its plain names were written from the keys its input named
+    as averages, which a graph doubted), that (review-30-attack-r112 F3); else
+    :data:`NO_META_RAW_WARNING`'s either-or.
 
     Returns:
         `str`: the warning's text (without ``"warning: "``).
     """
     from .no_meta_own import raw_warning
+    from .tools_mark import RECORD_KEY, stated_of
 
-    return raw_warning(ckpt) or NO_META_RAW_WARNING
+    shown = raw_warning(ckpt)
+    if shown:
+        return shown
+    if stated_of(getattr(ckpt, "tools_mark", None)).get("no_meta"):
+        return ("exporting the keys named as variables as stored (--raw) although the "
+                f"checkpoint has keys named as EMA shadows; its {RECORD_KEY} key says it was "
+                "written under --no-meta, which wrote into its plain names what its input's "
+                "keys named as averages held although a graph that doubts those names was "
+                "not read: these are those keys' values (a swapping Saver's keys named as "
+                "averages hold the raw weights), not proven averages")
+    return NO_META_RAW_WARNING

@@ -234,10 +234,22 @@ def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
     d = names_doubted(doc) or {}
     graphs = ", ".join(str(g) for g in d.get("graphs") or []) or "a graph of their prefix"
     inputs = ", ".join(str(i) for i in d.get("inputs") or [])
+    said = (f"{path}: its {RECORD_KEY} key says {d.get('by', 'ckpt average')} wrote it from "
+            f"inputs{f' ({inputs})' if inputs else ''} whose keys' names a swapping Saver's "
+            f"graph ({graphs}) doubts")
+    if stated_of(doc).get("no_meta") and not d.get("graph_sha256"):
+        # written under --no-meta: no graph was written with it, none can be copied beside
+        # it, and its plain names hold what the keys named as averages held (r112 F3)
+        return UnprovenPairingError(
+            said + ", and that it was written under --no-meta, with no graph beside it: "
+            "its plain names hold what its input's keys "
+            "named as averages held, and no graph read proves what that was. If a Saver of "
+            "each variable under its own name wrote the inputs, pass --not-swapped (Python: "
+            "not_swapped=True); if the swapping Saver did, those keys held the raw weights: "
+            "write it again from its inputs without --no-meta (the keys as stored: ckpt "
+            "export --raw --no-meta)", option="--not-swapped")
     return UnprovenPairingError(
-        f"{path}: its {RECORD_KEY} key says {d.get('by', 'ckpt average')} wrote it from "
-        f"inputs{f' ({inputs})' if inputs else ''} whose keys' names a swapping Saver's graph "
-        f"({graphs}) doubts, and no such graph is beside it now (renamed, or copied without "
+        said + ", and no such graph is beside it now (renamed, or copied without "
         "it): its names are not read alone. Copy it with that graph beside it under its "
         "original name; if a Saver of each variable under its own name wrote the inputs, "
         "pass --not-swapped (Python: not_swapped=True); if the swapping Saver did, the keys "

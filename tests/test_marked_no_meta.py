@@ -147,3 +147,35 @@ def test_no_meta_over_nothing_that_doubts_records_nothing(made, tmp_path):
     with np.load(tmp_path / "e.npz") as z:
         for key in NAMES:
             np.testing.assert_array_equal(z[key], truth[f"plain:3:avg:{key}"])
+
+
+def test_a_no_meta_output_with_no_graph_is_not_offered_one(made, tmp_path):
+    """review-30-attack-r112 F3: restore-ema --no-meta of the .index + .data copy of a swapping
+    run's (marked) average writes no graph and records --no-meta beside the doubt; reading it
+    is refused without offering to copy "that graph" beside it (none was written with it), and
+    export --raw --no-meta does not say "these are the averages" of its plain names, which
+    hold the mean of the RAW weights."""
+    out, truth = made
+    code, _, err = run_cli(["average", str(out / "every/model.ckpt-3"),
+                            str(out / "every/model.ckpt-2"), "--out", str(tmp_path / "a")])
+    assert code == 0, err
+    copy = _copy(tmp_path / "a", "model.ckpt-3", tmp_path / "copy", only=(".index", ".data"))
+    code, _, err = run_cli(["restore-ema", str(copy), "--no-meta", "--out",
+                            str(tmp_path / "nm")])
+    assert code == 0, err
+    written = tmp_path / "nm/model.ckpt-3"
+    code, _, err = run_cli(["export", str(written), "--out", str(tmp_path / "e.npz")])
+    line = " ".join(err.split())
+    assert code == 6, err
+    assert "Copy it with that graph" not in line and "written under --no-meta, with no " \
+        "graph beside it" in line and "without --no-meta" in line, err
+    code, _, err = run_cli(["export", str(written), "--raw", "--no-meta", "--out",
+                            str(tmp_path / "r.npz")])
+    line = " ".join(err.split())
+    assert code == 0, err
+    assert "these are the averages" not in line and "not proven averages" in line, err
+    with np.load(tmp_path / "r.npz") as z:
+        for key in NAMES:  # the mean of the swapping Saver's keys named as averages: RAW
+            want = (truth[f"every:3:raw:{key}"].astype(np.float64)
+                    + truth[f"every:2:raw:{key}"]) / 2
+            np.testing.assert_allclose(z[key], want, rtol=1e-6)
