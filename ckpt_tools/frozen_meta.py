@@ -11,7 +11,7 @@ The ``.meta`` lists it in ``variables`` (global) and in neither ``trainable_vari
 ``moving_average_variables``, which the classifier reads as ``other``. What else is read that
 way is kept out: an optimizer's slots and an EMA's shadows (stored under their variable's name,
 ``<var>/<slot>``, of its shape; written by the graph's update ops), step counters and
-hyperparameters (:func:`~ckpt_tools.roles.proven_training_state`, ``beta1_power_1``).
+hyperparameters (:func:`~ckpt_tools.proven_state.proven_training_state`, ``beta1_power_1``).
 Without a ``.meta`` nothing proves a variable frozen: a weight without an average is then
 missing one (refused; ``--allow-missing`` keeps it raw).
 """
@@ -19,6 +19,7 @@ missing one (refused; ``--allow-missing`` keeps it raw).
 from __future__ import annotations
 
 from . import roles as R
+from .proven_state import proven_training_state
 
 #: :data:`ckpt_tools.raw_reasons` reason: the ``.meta`` lists it outside trainable_variables.
 NOT_TRAINABLE = "not_trainable"  # raw_reasons.NOT_TRAINABLE_META
@@ -52,8 +53,8 @@ def frozen_variables(ckpt, variables, weights=(), sources=None) -> list[str]:
     for key, v in variables.items():
         if (key in taken or sources.get(key, key) != key or v.role != R.OTHER
                 or v.dtype not in R._FLOAT or key not in global_keys
-                or key in outside or R.proven_training_state(key, v.role, meta, None)
-                or R.UNIQUIFIED.sub("", key.rpartition("/")[2]) in R._STATE_NAMES
+                or key in outside or proven_training_state(key, v.role, meta, None)
+                or R.UNIQUIFIED.sub("", key.rpartition("/")[2]) in R.STATE_NAMES
                 or _under_a_variable(key, v, variables) or _debias_state(key, variables)
                 or any(f"{key}/{d}" in variables for d in ("biased", "local_step"))):
             continue

@@ -17,9 +17,7 @@ from .formats.objgraph import (  # EMA_SLOT_NAMES: TF2 slots that are weight ave
     EMA_SLOT_NAMES,
     OBJECT_GRAPH_KEY,
     SLOT_MARK,
-    VALUE_SUFFIX,
     ObjectGraph,
-    optimizer_owned_keys,
     readable_name,
 )
 from .lazy_re import LazyPattern
@@ -56,8 +54,13 @@ _DEBIAS_START = ("biased", "local_step")
 UNIQUIFIED = re.compile(r"_\d+$")
 OPTIMIZER_PATH = LazyPattern(r"(^|/)\.?optimizer[^/]*(/|$)", re.IGNORECASE)
 _HYPERPARAMETERS = frozenset({"learning_rate", "lr", "momentum_value", "decay"})
-_FLOAT = frozenset({"float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2",
-                    "float8_e4m3fnuz", "float8_e4m3b11fnuz", "float8_e5m2fnuz"})
+# Names of step-dependent optimizer state a TF1 graph keeps outside its trainable variables
+# (read by proven_state and frozen_meta).
+STATE_NAMES = _STEP_NAMES | _HYPERPARAMETERS | {"current_loss_scale", "good_steps"}
+FLOAT_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "float8_e4m3fn",
+                          "float8_e5m2", "float8_e4m3fnuz", "float8_e4m3b11fnuz",
+                          "float8_e5m2fnuz"})
+_FLOAT = FLOAT_DTYPES  # the older name, which other modules still read
 # Quantized weights (Keras' model.quantize("int8"/"int4"): an int8 kernel beside its float
 # kernel_scale; a hand-quantized w_q), whatever their name: TensorFlow keeps its counters,
 # seeds and lookup state in 32/64-bit integers or strings, never in 8 or 4 bits, and a w_q
@@ -354,89 +357,6 @@ _PLAIN = {role: RoleInfo(role)
           for role in (BN_STAT, EMA_DEBIAS, LOSS_AVERAGE, OTHER, STEP, TENSOR_AVERAGE, WEIGHT)}
 
 
-# What a checkpoint root records as its own counters (tf.train.Checkpoint's save_counter, a
-# step a training loop attaches to the root): step-dependent whatever their dtype.
-_ROOT_COUNTERS = frozenset({"save_counter", "step", "global_step", "iterations", "iter"})
-# Names of step-dependent optimizer state a TF1 graph keeps outside its trainable variables.
-_STATE_NAMES = _STEP_NAMES | _HYPERPARAMETERS | {"current_loss_scale", "good_steps"}
-
-
-# TF1 AdamOptimizer's non-slot state (``beta1_power_1`` when a graph has several Adams).
-_ADAM_POWER = LazyPattern(r"^(beta[12])_power(_\d+)?$")
-
-
-def tf1_adam_powers(variables) -> frozenset[str]:
-    """Returns the keys of TF1 ``AdamOptimizer``'s ``beta1_power``/``beta2_power`` (beta^t:
-    step-dependent state) that the layout the optimizer writes proves, without a ``.meta``:
-    both powers, float scalars with one suffix, beside at least one variable holding the
-    optimizer's two slots ``<var>/<name>`` and ``<var>/<name>_1`` of its own shape and dtype
-    (``layer/W/Adam``, ``layer/W/Adam_1``). A lone scalar of that name proves nothing.
-
-    Args:
-        variables: the checkpoint's :class:`~ckpt_tools.checkpoint.Variable` records.
-    """
-    by_name = {v.name: v for v in variables}
-    powers: dict[tuple[str, str], dict[str, str]] = {}
-    for v in variables:
-        head, last = split_key(v.name)
-        m = _ADAM_POWER.match(last)
-        if m and v.dtype in _FLOAT and tuple(v.shape) in ((), (1,)):
-            powers.setdefault((head, m.group(2) or ""), {})[m.group(1)] = v.name
-    if not powers:
-        return frozenset()
-    paired = False
-    for v in variables:
-        if v.role != OPTIMIZER_SLOT or not v.slot_of:
-            continue
-        twin = by_name.get(v.name + "_1")
-        var = by_name.get(v.slot_of)
-        if twin is not None and twin.slot_of == v.slot_of and var is not None and \
-                v.shape == twin.shape == var.shape and v.dtype == twin.dtype == var.dtype:
-            paired = True
-            break
-    if not paired:
-        return frozenset()
-    return frozenset(k for found in powers.values() if len(found) == 2
-                     for k in found.values())
-
-
-def proven_training_state(key: str, role: str, meta: MetaGraph | None,
-                          objects: ObjectGraph | None,
-                          adam_powers: frozenset[str] = frozenset()) -> bool:
-    """Returns whether the variable stored under ``key`` is proven step-dependent training
-    state (an optimizer's or the checkpoint's bookkeeping), not a model weight.
-
-    Names alone never prove it (a Meta-SGD ``layer/learning_rate``, a GRU-D ``decay``, a
-    neural-ODE ``step`` are trained weights). Proven are: the zero-debias helpers of an
-    average (``role`` ``ema_debias``); a ``step``/``other`` variable in the ``.meta``'s
-    ``global_step`` collection, or TF1 state the ``.meta`` lists outside
-    ``trainable_variables`` whose name is a counter or hyperparameter (``beta1_power``,
-    ``learning_rate``); in a TF2 object checkpoint, a ``step``/``other`` variable whose object
-    path runs through an optimizer (``optimizer/learning_rate``, ``optimizer/iter``) or a
-    counter of the root itself (``save_counter``, ``step``); in a TF1 checkpoint without a
-    ``.meta``, Adam's beta powers that :func:`tf1_adam_powers` proves (``adam_powers``). A
-    variable the ``.meta`` lists as trainable is never state.
-    """
-    if role == EMA_DEBIAS:
-        return True
-    if role not in (STEP, OTHER):
-        return False
-    if meta is not None:
-        if key in meta.keys_in("trainable_variables"):
-            return False
-        if key in meta.keys_in("global_step"):
-            return True
-    if objects is not None and (key in objects.paths or key.endswith(VALUE_SUFFIX)):
-        path = objects.paths.get(key) or readable_name(key)
-        return bool(OPTIMIZER_PATH.search(path)) or path in _ROOT_COUNTERS or \
-            key in optimizer_owned_keys(objects)
-    if meta is None:
-        return objects is None and key in adam_powers
-    if key not in {v.checkpoint_key for v in meta.variables.values()}:
-        return False
-    return split_key(readable_name(key))[1] in _STATE_NAMES
-
-
 def classify_keras(entries: Mapping[str, TensorEntry], layout) -> dict[str, RoleInfo]:
     """Roles of a Keras weight file's keys, from its
     :class:`~ckpt_tools.formats.keras.layout.KerasLayout`.
@@ -487,3 +407,17 @@ def classify_keras(entries: Mapping[str, TensorEntry], layout) -> dict[str, Role
         else:  # learning_rate, variables of nested optimizers
             out[key] = RoleInfo(OTHER)
     return out
+
+
+def __getattr__(name: str):
+    """Returns :func:`~ckpt_tools.proven_state.proven_training_state` and
+    :func:`~ckpt_tools.proven_state.tf1_adam_powers` under their old home (they moved to
+    :mod:`ckpt_tools.proven_state`; imported on first use, as that module imports this one).
+
+    Raises:
+        AttributeError: for any other name this module lacks.
+    """
+    if name in ("proven_training_state", "tf1_adam_powers"):
+        from . import proven_state
+        return getattr(proven_state, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
