@@ -31,6 +31,7 @@ from .formats.write_locks import local_stage
 from .locate import STATE_FILE, locate, read_state_order
 from .output_graphs import refuse_held_graph, refuse_held_graph_url
 from .scoped_order import parse_order
+from .wording import counted
 
 ProgressFn = Callable[[int], None]
 
@@ -75,7 +76,8 @@ def checkpoints_of_run(run_dir: str | os.PathLike, last: int) -> list[str]:
         after = (f" up to its latest {latest} ({dropped} listed after it, rolled back, are "
                  "not counted)" if dropped else "")
         raise CheckpointNotFoundError(
-            f"{run_dir}: the state file lists {len(listed)} checkpoint(s){after}, fewer than "
+            f"{run_dir}: the state file lists {counted(len(listed), 'checkpoint')}{after}, fewer "
+            "than "
             f"the {last} asked for (--last)")
     return listed[-last:]
 

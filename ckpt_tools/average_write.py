@@ -29,6 +29,7 @@ from .no_meta_own import refuse_own_graph_swap
 from .output_graphs import refuse_held_graph
 from .own_graph_mark import rewrites_misleading
 from .saved_swaps import shadow_keys
+from .wording import counted
 from .written_roles import written_shadows, written_variables
 
 # Floating dtypes that are averaged (accumulated in float64); complex ones are averaged too
@@ -153,7 +154,7 @@ def _refuse_without_averages(ckpt: Checkpoint, other: Checkpoint, missing: list[
         return
     held = sum(1 for k in averages if k in ckpt.entries())
     raise EmaError(f"{ckpt.path}: holds {'none' if not held else f'only {held}'} of the "
-                   f"{len(averages)} EMA average(s) {other.path} holds (no {missing[0]!r}"
+                   f"{counted(len(averages), 'EMA average')} {other.path} holds (no {missing[0]!r}"
                    f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''}): saved "
                    "before the averages were kept? leave it out of the checkpoints to average")
 

@@ -44,6 +44,7 @@ from .save_op import graph_named
 from .saved_swaps import plain_keys_of
 from .stated_open import opened_stated, refuse_raw_statement, take_statements
 from .tools_mark import add_mark, graph_written, names_doubted, output_mark
+from .wording import agreeing, counted
 
 
 @dataclass(frozen=True)
@@ -232,7 +233,8 @@ def _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_opti
     raw = raw_left_out(ckpt, source_of) if sm_dir else {}
     if raw:  # left out, saved_model.pb's Saver would fail to restore them; kept, launder them
         k, t = next(iter(raw.items()))
-        raise EmaError(f"{ckpt.path}: {len(raw)} key(s) named as averages hold their "
+        raise EmaError(f"{ckpt.path}: {counted(len(raw), 'key')} named as averages "
+                       f"{agreeing(len(raw), 'holds', 'hold')} their "
                        f"variables' raw values, e.g. {k} (written from {t} by the "
                        "saved_model.pb's saver), and a SavedModel output must keep every key "
                        "its Saver restores: restore the averages into a checkpoint instead "
@@ -314,7 +316,8 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
                       if source_of.get(k, k) != k and t not in stored)
         if meta_src and not renamed and not dropped and over:
             warnings.append(
-                f"{len(over)} key(s) the {graph_named(ckpt)}'s saver wrote from their variables "
+                f"{counted(len(over), 'key')} the {graph_named(ckpt)}'s saver wrote from their "
+                "variables "
                 f"themselves now hold averages (e.g. {over[0]}), so the .meta graph was not "
                 "copied: read beside them, its save op says they hold raw values (its Saver "
                 "restores the averages into the variables: copy it by hand to use it)")

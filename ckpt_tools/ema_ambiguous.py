@@ -22,6 +22,7 @@ from .pairing import (
     variable_orders,
 )
 from .scoped_order import scope_hint, within_of
+from .wording import agreeing, counted
 
 
 def _read_list_hint(unpaired) -> str:
@@ -96,7 +97,8 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
                      "name scope too), --averages-only and --allow-missing read these keys by "
                      "name, which cannot tell; "
                      + (refused if refused else "ckpt export --raw writes the raw weights"))
-        return (f"{ckpt.path}: {len(scoped)} average(s) are stored under a scope "
+        return (f"{ckpt.path}: {counted(len(scoped), 'average')} "
+                f"{agreeing(len(scoped), 'is', 'are')} stored under a scope "
                 f"(ema.apply() called inside tf.compat.v1.variable_scope): {examples}{more}; "
                 f"the name alone could also be the average of a tensor or an unsaved variable, "
                 f"and {why}{keep}")
@@ -108,14 +110,14 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
         # tf_keras model.save_weights() (TF format): Adam/average/<variable name>
         from .tfk_order import refusal_text
 
-        return (f"{ckpt.path}: {len(unpaired)} average(s) of the tf_keras optimizer "
+        return (f"{ckpt.path}: {counted(len(unpaired), 'average')} of the tf_keras optimizer "
                 + refusal_text(ckpt.objects, variables, unpaired, apply_order,
                                examples + more))
     if spans and all(c.count("/") <= 2 and c.endswith("/.ATTRIBUTES/VARIABLE_VALUE")
                      for v in unpaired for c in v.ema_candidates):
         # variables held directly by the root object (a SavedModel of a tf.Module holding
         # them as attributes): one object's, not different objects' (review-11-attack F8)
-        return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the "
+        return (f"{ckpt.path}: {counted(len(unpaired), 'average')} cannot be paired from what the "
                 f"checkpoint records: same-named variables held directly by its root object "
                 f"({', '.join(apart)}) have one dtype and shape, and the checkpoint records "
                 f"neither the root's type nor the order ema.apply() got them in (it lists the "
@@ -126,14 +128,14 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
                 f"save tf.train.Checkpoint(model=m, ema=[...]) too, where --apply-order "
                 f"trainable reads the order of m's trainable_variables")
     if optimizer is not None or disagree:  # its recorded order decides, stated (u20 F4)
-        return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the "
+        return (f"{ckpt.path}: {counted(len(unpaired), 'average')} cannot be paired from what the "
                 "checkpoint records: several variables share one name, dtype and shape (a "
                 "Keras 3 model names its variables like itself, net/kernel), and the "
                 f"checkpoint does not record the order ema.apply() got them in: "
                 f"{examples}{more}; " + (optimizer_text(optimizer, apply_order) if optimizer
                                          else optimizers_disagree_text(disagree, apply_order)))
     if spans:
-        return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the "
+        return (f"{ckpt.path}: {counted(len(unpaired), 'average')} cannot be paired from what the "
                 f"checkpoint records: same-named variables of different objects "
                 f"({', '.join(a + '/' for a in apart)}) have one dtype and shape, and the "
                 f"checkpoint records neither the order those objects were created in nor the "
@@ -155,9 +157,10 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
     candidates = {c for v in unpaired for c in v.ema_candidates}
     kept_in = {root_child(v.name) for v in unpaired} - {root_child(c) for c in candidates}
     if len(kept_in) == 1 and len(unpaired) > len(candidates) and within_of(apply_order):
-        return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired under "
+        return (f"{ckpt.path}: {counted(len(unpaired), 'average')} cannot be paired under "
                 f"--apply-order {apply_order}: they share one name, dtype and shape with only "
-                f"{len(candidates)} variable(s) of the object(s) it names ({examples}{more}), "
+                f"{counted(len(candidates), 'variable')} of the objects it names "
+                f"({examples}{more}), "
                 "so ema.apply() got more variables than those: if it got several objects' "
                 "variables one after another (ema.apply(g.trainable_variables + "
                 "d.trainable_variables)), name every object in the order apply() got them: "
@@ -167,9 +170,10 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
     if len(kept_in) == 1 and len(unpaired) > len(candidates):
         # more averages in one attribute than variables they could average: no order of
         # apply() explains that
-        return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the "
+        return (f"{ckpt.path}: {counted(len(unpaired), 'average')} cannot be paired from what the "
                 f"checkpoint records: they share one name, dtype and shape with only "
-                f"{len(candidates)} stored variable(s) ({examples}{more}), so they are also "
+                f"{counted(len(candidates), 'stored variable')} ({examples}{more}), so they are "
+                "also "
                 "averages of variables the checkpoint does not store (a Keras 3 model's "
                 "layers kept in a Python list or dict are not tracked by tf.train.Checkpoint; "
                 "a model saved only in part) or of several default-named EMA objects saved in "
@@ -271,7 +275,8 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
     if ckpt.objects is not None:  # nor Keras' order of a layer's re-assignable sublayers
         decide = layer_order_text(ckpt.objects, sorted(candidates), alike, apply_order, decide,
                                   keep=bool(either or holders or dicts or owners or partial))
-    return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the checkpoint "
+    return (f"{ckpt.path}: {counted(len(unpaired), 'average')} cannot be paired from what the "
+            "checkpoint "
             f"records: several variables share one name, dtype and shape, and the checkpoint "
             f"does not record the order ema.apply() got them in: {examples}{more}; {decide}")
 

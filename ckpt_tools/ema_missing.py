@@ -18,6 +18,7 @@ from .scoped_twins import SCOPED_TWIN
 from .slashed_stated import SLASHED
 from .unsaved_layers import empty_children, unsaved_layers_advice
 from .unstored_heads import RAW_REFUSED
+from .wording import agreeing, counted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,7 +52,8 @@ def missing_hints(variables, name: str, detected: list[str], missing: list[str],
         hints.append(f"{PARTIAL}{k} holds {what}, as ema.apply() over a var_list that left "
                      "the other parts out stores it; no whole average of it exists, and "
                      "--allow-missing restores it raw, its averaged parts included"
-                     + (f" (and {len(partial) - 1} more variable(s) so)" if len(partial) > 1
+                     + (f" (and {counted(len(partial) - 1, 'more variable')} "
+                        "so)" if len(partial) > 1
                         else ""))
     if unsaved:
         hints.append(f"the .meta graph has {unsaved[0]!r} (and {len(unsaved) - 1} more) but the "
@@ -250,32 +252,37 @@ def _missing_message(m: EmaMap) -> str:
         f" and {len(m.missing) - 5} more" if len(m.missing) > 5 else "")
     others = next((h for h in m.hints if h.startswith(OTHER_OBJECTS)), None)
     if others:  # avg/c is fast's: not "frozen", no other EMA name (r104 F3)
-        return (f"{m.checkpoint}: --ema-name {m.ema_name} leaves {len(m.missing)} "
-                f"variable(s) without an average: {sample}; {others}")
+        return (f"{m.checkpoint}: --ema-name {m.ema_name} leaves "
+                f"{counted(len(m.missing), 'variable')} without an average: {sample}; {others}")
     sourced = next((h for h in m.hints if h.startswith(TENSOR_SOURCED)), None)
     if sourced:  # W/<name> is stored: "not in the checkpoint" would be false
         way = ("; no weight has a proven average here: export --raw writes the raw weights"
                if none_stored(m) else  # none: raw weights only (r38 F9)
                "; pass --allow-missing (allow_missing=True) to restore them raw, or --exclude "
                "them")
-        return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no average stored: "
+        return (f"{m.checkpoint}: {counted(len(m.missing), 'variable')} "
+                f"{agreeing(len(m.missing), 'has', 'have')} no average stored: "
                 f"{sample}; {sourced[len(TENSOR_SOURCED):]}{way}")
     part = next((h for h in m.hints if h.startswith(PARTIAL)), None)
     if part:  # the key is stored, in part: "not in the checkpoint" would be false
-        return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no whole EMA shadow under "
+        return (f"{m.checkpoint}: {counted(len(m.missing), 'variable')} "
+                f"{agreeing(len(m.missing), 'has', 'have')} no whole EMA shadow under "
                 f"'<name>/{m.ema_name}': {sample}; {part}; pass --allow-missing "
                 "(allow_missing=True) to restore them raw, or export --raw")
     slotted = next((h for h in m.hints if SLOT_NAMED in h), None)
     if slotted:  # the keys may be there, read as slots: "not in the checkpoint" would be false
-        return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no average proven under "
+        return (f"{m.checkpoint}: {counted(len(m.missing), 'variable')} "
+                f"{agreeing(len(m.missing), 'has', 'have')} no average proven under "
                 f"'<name>/{m.ema_name}': {sample}; {slotted}")
     twins = next((h for h in m.hints if h.startswith(SCOPED_TWIN)), None)
     if twins:  # model/model/w/fast, no .meta: not "no EMA shadow is stored at all" (r82 F2)
-        return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
+        return (f"{m.checkpoint}: {counted(len(m.missing), 'variable')} "
+                f"{agreeing(len(m.missing), 'has', 'have')} no EMA shadow under "
                 f"'<name>/{m.ema_name}': {sample}; {twins}")
     vscoped = next((h for h in m.hints if h.startswith(VSCOPED)), None)
     if vscoped:  # b/W/fast stored: the other hints' "none of fast's" would be false (r58 F2)
-        return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
+        return (f"{m.checkpoint}: {counted(len(m.missing), 'variable')} "
+                f"{agreeing(len(m.missing), 'has', 'have')} no EMA shadow under "
                 f"'<name>/{m.ema_name}': {sample}; {vscoped}")
     owner = dict(m.pairs)  # <t>/<name> may be stored as another variable's average:
     taken = {f"{t}/{m.ema_name}": owner[f"{t}/{m.ema_name}"] for t in m.missing
@@ -293,18 +300,22 @@ def _missing_message(m: EmaMap) -> str:
     slashed = next((h for h in m.hints if h.startswith(SLASHED)), None)
     twin = next((h for h in m.hints if h.startswith(HELD_TWIN)), None)
     if twin:  # m.fast/0 beside a default average of w0: not "created after ema.apply()"
-        return (f"{m.checkpoint}: {len(m.missing)} weight(s) have no average (ema.average(v)) "
+        return (f"{m.checkpoint}: {counted(len(m.missing), 'weight')} "
+                f"{agreeing(len(m.missing), 'has', 'have')} no average (ema.average(v)) "
                 f"in the checkpoint while others do: {sample}; {twin}")
     if slashed:  # W/ema/slow, no .meta: the averages may be there, under a slashed name
-        return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
+        return (f"{m.checkpoint}: {counted(len(m.missing), 'variable')} "
+                f"{agreeing(len(m.missing), 'has', 'have')} no EMA shadow under "
                 f"'<name>/{m.ema_name}': {sample}; {slashed}")
     if misfiled:  # not a variable_scope's, not another EMA object's: the Saver's dict
-        return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no average stored: "
+        return (f"{m.checkpoint}: {counted(len(m.missing), 'variable')} "
+                f"{agreeing(len(m.missing), 'has', 'have')} no average stored: "
                 f"{sample}; {misfiled}")
     if other and not none:
         under = (f"the attribute {m.ema_name}" if held else  # TF2's e1/N, not W/e1
                  f"'<name>/{m.ema_name}' ({eg})")
-        return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
+        return (f"{m.checkpoint}: {counted(len(m.missing), 'variable')} "
+                f"{agreeing(len(m.missing), 'has', 'have')} no EMA shadow under "
                 f"{under}: {sample}; " + "; ".join(m.hints))
     if other and none and m.file_style == "tf1":  # not "no EMA shadow is stored" (r53 F4)
         return (f"{m.checkpoint}: no variable has an EMA shadow under '<name>/{m.ema_name}' "
@@ -415,24 +426,27 @@ def _missing_message(m: EmaMap) -> str:
         names = [m.names.get(t) or readable_name(t) for t in m.missing[:5]]
         sample = ", ".join(names) + (f" and {len(m.missing) - 5} more"
                                      if len(m.missing) > 5 else "")
-        return (f"{m.checkpoint}: no average is proven for any of its {len(m.missing)} "
-                f"weight(s): {sample}; {own}; if they are the model's own variables, the raw "
+        return (f"{m.checkpoint}: no average is proven for any of its "
+                f"{counted(len(m.missing), 'weight')}: {sample}; {own}; if they are the model's "
+                "own variables, the raw "
                 "weights are usable as they are (ckpt export --raw writes them to one file)")
     if none and m.file_style != "tf1":  # no "<name>/ExponentialMovingAverage" talk here
         names = [m.names.get(t) or readable_name(t) for t in m.missing[:5]]
         sample = ", ".join(names) + (f" and {len(m.missing) - 5} more"
                                      if len(m.missing) > 5 else "")
-        return (f"{m.checkpoint}: no averages are stored for any of its {len(m.missing)} "
-                f"weight(s): {sample}; likely cause: {cause}{hint}")
+        return (f"{m.checkpoint}: no averages are stored for any of its "
+                f"{counted(len(m.missing), 'weight')}: {sample}; likely cause: {cause}{hint}")
     if m.file_style != "tf1":  # object paths: no "<name>/ExponentialMovingAverage" keys
         names = [m.names.get(t) or readable_name(t) for t in m.missing[:5]]
         what = ("EMA copy in the optimizer (use_ema=True)" if m.file_style == "keras"
                 else "average (ema.average(v)) in the checkpoint")
-        return (f"{m.checkpoint}: {len(m.missing)} weight(s) have no {what} while others do: "
+        return (f"{m.checkpoint}: {counted(len(m.missing), 'weight')} "
+                f"{agreeing(len(m.missing), 'has', 'have')} no {what} while others do: "
                 + ", ".join(names) + (f" and {len(m.missing) - 5} more"
                                       if len(m.missing) > 5 else "")
                 + f"; likely cause: {cause}{hint}")
-    return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
+    return (f"{m.checkpoint}: {counted(len(m.missing), 'variable')} "
+            f"{agreeing(len(m.missing), 'has', 'have')} no EMA shadow under "
             f"'<name>/{m.ema_name}' ({eg}): {sample}; "
             f"likely cause: {cause}{hint}")
 
@@ -453,7 +467,8 @@ def refuse_orphans(ckpt: Checkpoint, variables) -> None:
         return
     full = ckpt.objects.full_names if ckpt.objects is not None else {}
     of = [full.get(v.name, v.name).rpartition("/")[0] or v.name for v in orphans]
-    said = (f"{ckpt.path}: it holds {len(orphans)} average(s) (ema.average(v)) of variables "
+    said = (f"{ckpt.path}: it holds {counted(len(orphans), 'average')} (ema.average(v)) of "
+            "variables "
             f"it does not store ({', '.join(of[:4])}{' ...' if len(of) > 4 else ''}): ")
     empty = [] if ckpt.objects is None else empty_children(
         ckpt.objects, {v.name.split("/", 1)[0] for v in orphans})

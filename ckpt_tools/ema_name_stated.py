@@ -13,6 +13,7 @@ from __future__ import annotations
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError, suffix_base
 from .ema_updates import update_ops
+from .wording import counted
 
 
 def stated_names(ckpt: Checkpoint, ema_name: str, chosen: dict[str, str],
@@ -129,7 +130,7 @@ def refuse_twins(ckpt: Checkpoint, ema_name: str, twins: dict[str, list[str]],
     names = sorted({s for s in suffix.values() if s})
     raise UnprovenPairingError(
         f"{ckpt.path}: --ema-name {ema_name}: no average is named <variable>/{ema_name} for "
-        f"{len(twins)} variable(s) ({t} has {', '.join(keys)}); TF names averages "
+        f"{counted(len(twins), 'variable')} ({t} has {', '.join(keys)}); TF names averages "
         f"<variable>/<EMA name> and gives {suffix.get(keys[0])} to an object named so or to a "
         f"second object named {ema_name}, and nothing recorded shows an apply() named "
         f"{ema_name} writing it; the EMA names kept here are {', '.join(names)}: pass the one "

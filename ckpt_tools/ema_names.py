@@ -26,6 +26,7 @@ from .ema_refusals import (
     suffix_base,
 )
 from .errors import EmaError
+from .wording import counted
 
 
 def role_from_name(key: str) -> str:
@@ -132,7 +133,7 @@ def not_saved_note(m) -> str | None:
     if not left:
         return None
     shown = ", ".join(m.shown(k) for k in left[:5]) + (" ..." if len(left) > 5 else "")
-    return (f"{len(left)} variable(s) of the .meta's graph are not in the checkpoint, "
+    return (f"{counted(len(left), 'variable')} of the .meta's graph are not in the checkpoint, "
             "nor any average of them (its Saver saved part of the graph, as tf_cnn_benchmarks "
             f"saves tower 0 only): left out: {shown}")
 
@@ -288,9 +289,10 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
         found = sorted({a for cs in shadows.values() for c in cs  # every attribute (r113 F2)
                         for a in (reach.get(c) or {holder.get(c) or suffix_base(
                             suffix.get(c, "")) or c})} - {""})
-        kept = (f"its optimizer's averages of {len(shadows)} weight(s) (use_ema=True), which "
+        kept = (f"its optimizer's averages of {counted(len(shadows), 'weight')} (use_ema=True), "
+                "which "
                 "a Keras file keeps for one optimizer: omit --ema-name" if keras else
-                f"averages of {len(shadows)} variable(s) kept as {', '.join(found[:4])}: "
+                f"averages of {counted(len(shadows), 'variable')} kept as {', '.join(found[:4])}: "
                 + accepted_names(ckpt, found[:4], sorted(
                     {suffix_base(suffix.get(c, "")) for cs in shadows.values() for c in cs}
                     - {""})))
@@ -336,7 +338,8 @@ def refuse_uneven(ckpt: Checkpoint, shadows: dict[str, list[str]], suffix: dict[
         "per variable (the first EMA object to average a variable "
         f"gets <var>/{suffix.get(c)}, the next <var>/{suffix.get(c)}_1 ...), and {other} has "
         f"{', '.join(sorted(others))}, so two default-named objects averaged different "
-        f"variables and {len(lone)} lone average(s) such as {c} may be either's (the keys do "
+        f"variables and {counted(len(lone), 'lone average')} such as {c} may be either's (the "
+        "keys do "
         "not record which object wrote them); no option decides: name the EMA objects "
         "(ExponentialMovingAverage(decay, name='fast')) when training; in the training graph "
         "each object's ema.average(v) is its own average",

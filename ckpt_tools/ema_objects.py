@@ -19,6 +19,7 @@ import fnmatch
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
 from .ema_updates import part_update_ops, update_ops
+from .wording import counted
 
 
 def averaging_objects(ckpt: Checkpoint, use_meta: bool) -> dict[str, dict[str, str]]:
@@ -108,7 +109,7 @@ def refuse_unstated_objects(ckpt: Checkpoint, pairs: list[tuple[str, str]], stor
                           if ops is not None else [])
     raise UnprovenPairingError(
         f"{ckpt.path}: the .meta's update ops show {len(several[t])} EMA objects averaging "
-        f"{t} ({shows}; the checkpoint stores {s}), and {len(used)} variable(s) read here "
+        f"{t} ({shows}; the checkpoint stores {s}), and {counted(len(used), 'variable')} read here "
         f"have averages of several objects{mixed}; nothing recorded says which object an "
         "evaluation uses: " + (f"pass {' or '.join(offers)} (the object you evaluate with; "
                                "--allow-missing restores raw the variables whose average of "

@@ -34,6 +34,7 @@ from .ema_refusals import UnprovenPairingError, exact_names, file_style, suffix_
 from .meta_shadows import update_ops_of
 from .object_slashed import own_head_readings
 from .offer_probe import accepted, option_text, stored_offer, takes, works
+from .wording import counted
 
 _NAMED = ("tf1", "object")  # averages known by their names (not Keras', not slots)
 
@@ -333,7 +334,7 @@ def refuse_unproven_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
     undecided = other_decay_names(ckpt, set(unproven))
     if undecided == set(unproven):  # apply()'s form, all but its decay (review-15-attack-r31 F10)
         raise UnprovenPairingError(
-            f"{ckpt.path}: {len(open_)} weight(s) would be restored from tensors named "
+            f"{ckpt.path}: {counted(len(open_), 'weight')} would be restored from tensors named "
             f"<weight>/{' or <weight>/'.join(unproven)} ({sample}{more}): the .meta's graph "
             "shows them updated in ExponentialMovingAverage.apply()'s form (AssignMovingAvg "
             "ops averaging each one's variable into it, grouped by a NoOp of their name scope, "
@@ -379,7 +380,7 @@ def refuse_unproven_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
               "optimizers store their slots the same way (MomentumOptimizer(name='Mom') "
               "writes W/Mom, BERT's optimizer W/adam_m)")
     raise UnprovenPairingError(
-        f"{ckpt.path}: {len(open_)} weight(s) would be restored from tensors named "
+        f"{ckpt.path}: {counted(len(open_), 'weight')} would be restored from tensors named "
         f"<weight>/{' or <weight>/'.join(unproven)} ({sample}{more}), and {said} "
         f"{names_text} is an "
         f"ExponentialMovingAverage's name: {others}, and TF "

@@ -16,6 +16,7 @@ import re
 from . import roles as R
 from .checkpoint import Checkpoint
 from .errors import EmaError, UnprovenPairingError
+from .wording import agreeing, counted
 
 
 def require_keras(ckpt: Checkpoint) -> None:
@@ -77,7 +78,8 @@ def contradiction_message(ckpt: Checkpoint, contradicted: dict[str, str]) -> str
     sample = "; ".join(f"{s} averages {t}" for t, s in list(contradicted.items())[:3])
     more = f" (and {len(contradicted) - 3} more)" if len(contradicted) > 3 else ""
     meta = ckpt.meta.path if ckpt.meta is not None else ".meta"
-    return (f"{ckpt.path}: the checkpoint stores averages of {len(contradicted)} variable(s) "
+    return (f"{ckpt.path}: the checkpoint stores averages of "
+            f"{counted(len(contradicted), 'variable')} "
             f"that the graph in {meta} does not average (not in its trainable_variables or "
             f"moving_average_variables): {sample}{more}; the .meta is probably from another "
             f"graph (another run, or a different var_list), and following it would restore "
@@ -108,8 +110,8 @@ def unwritten_message(ckpt: Checkpoint, found: dict[str, str],
             f"AssignMovingAvg op, of that graph writes the keys)" if unlisted else
             f"the graph in {meta} trains but does not average into them (no ema.apply() "
             f"update, AssignMovingAvg op, of that graph writes them)")
-    return (f"{ckpt.path}: the checkpoint stores {len(found)} key(s) named as averages of "
-            f"variable(s) that {what} and that no "
+    return (f"{ckpt.path}: the checkpoint stores {counted(len(found), 'key')} named as averages of "
+            f"{'a variable' if len(found) == 1 else 'variables'} that {what} and that no "
             f"op of the graph writes: {sample}{more}; either the .meta is from another graph "
             f"(another run, or a different var_list) or the keys hold tensors kept from "
             f"outside the graph (Variable.load() of a gradient's moment) under the names "
@@ -180,7 +182,8 @@ def several_message(ckpt, variables, suffix, holder, several,
         # Every average has the same attribute and EMA name: no --ema-name picks one (it
         # would loop back here). One EMA object also gives two averages here when it averaged
         # a same-named variable the checkpoint does not hold (a GAN's D beside the saved G).
-        return (f"{ckpt.path}: {len(several)} variable(s) have more than one average that "
+        return (f"{ckpt.path}: {counted(len(several), 'variable')} "
+                f"{agreeing(len(several), 'has', 'have')} more than one average that "
                 f"nothing recorded tells apart: {examples}{more}; they share the attribute "
                 f"and the EMA name ({', '.join(sorted({suffix_base(n) for n in names}))}), so "
                 "they are either two EMA objects of one name or one EMA object's averages of "
@@ -193,7 +196,8 @@ def several_message(ckpt, variables, suffix, holder, several,
         # One EMA name under several attributes: two EMA objects of that name, or one EMA
         # object's averages of same-named variables split over attributes with only one of
         # those variables saved. The file cannot tell, so the option is the caller's statement.
-        return (f"{ckpt.path}: {len(several)} variable(s) have more than one average: "
+        return (f"{ckpt.path}: {counted(len(several), 'variable')} "
+                f"{agreeing(len(several), 'has', 'have')} more than one average: "
                 f"{examples}{more}; they share the EMA name "
                 f"({suffix_base(names[0])}) and lie under the attributes "
                 f"{', '.join(holders)}, so they are either several EMA objects of one name or "
@@ -249,14 +253,16 @@ def several_message(ckpt, variables, suffix, holder, several,
                                   for c in cands):
         # Keras optimizers' use_ema copies (two training phases, one model): speak of them,
         # not of ExponentialMovingAverage objects (review-15-attack-r30 F6)
-        return (f"{ckpt.path}: {len(several)} variable(s) have more than one average: "
+        return (f"{ckpt.path}: {counted(len(several), 'variable')} "
+                f"{agreeing(len(several), 'has', 'have')} more than one average: "
                 f"{len(holders)} Keras optimizers with use_ema=True ({', '.join(holders)}) "
                 f"keep EMA copies of the same weights, and the checkpoint does not record "
                 f"which to evaluate with: {examples}{more}{stated}; pass "
                 + " or ".join(f"--ema-name {n}" for n in options[:4])
                 + " (Python: ema_name=...) to say which optimizer's copies to use (its "
                 "attribute in the tf.train.Checkpoint)", "--ema-name", False)
-    return (f"{ckpt.path}: {len(several)} variable(s) have more than one average, so the "
+    return (f"{ckpt.path}: {counted(len(several), 'variable')} "
+            f"{agreeing(len(several), 'has', 'have')} more than one average, so the "
             f"checkpoint holds several ExponentialMovingAverage objects and does not record "
             f"which one to evaluate with: {examples}{more}; EMA names found: "
             f"{', '.join(names)}{stated}; "
@@ -336,7 +342,8 @@ def _unproven_names(ckpt, several, examples, more, proven, unproven, alike: str,
     else:
         doubt_said = " or ".join(o + (f" (its tensors named {w})" if named else "")
                                  for o, w in doubt) + " only if that is "
-    head = (f"{ckpt.path}: {len(several)} variable(s) have more than one tensor stored as "
+    head = (f"{ckpt.path}: {counted(len(several), 'variable')} "
+            f"{agreeing(len(several), 'has', 'have')} more than one tensor stored as "
             f"<weight>/<name>: {examples}{more}; "
             + (f"{_proven_why(proven)}, while " if proven else "")
             + f"nothing recorded says that {' or '.join(repr(n) for n in unproven)} is an "

@@ -7,6 +7,7 @@ from __future__ import annotations
 from .ema_missing import missing_message
 from .errors import EmaError
 from .formats._record import Frozen
+from .wording import agreeing, counted
 
 
 class EmaMap(Frozen):
@@ -124,7 +125,8 @@ class EmaMap(Frozen):
                          "amax histories)",
                 "tf2": "average (ema.average(v)) in the checkpoint"}.get(
             self.file_style, f"'{self.ema_name}' shadow")
-        return (f"{len(keys)} weight(s) have no {what} and keep their raw values: "
+        return (f"{counted(len(keys), 'weight')} {agreeing(len(keys), 'has', 'have')} no {what} "
+                "and keep their raw values: "
                 f"{', '.join(self.shown(k) for k in keys[:5])}"
                 + (" ..." if len(keys) > 5 else ""))
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from . import roles as R
 from .checkpoint import Checkpoint
 from .formats.meta_updates import UpdateOps
+from .wording import counted
 
 #: ``(apply() -> {variable: its average}, apply() -> its EMA name scope, every variable
 #: averaged)``, of :func:`apply_averages`
@@ -98,7 +99,7 @@ def scope_offers(scopes: dict[str, dict[str, str]] | None, taken: list[str]) -> 
     if not scopes:
         return []
     lasts = [s.rpartition("/")[2] for s in scopes]
-    return [f"{s} ({len(scopes[s])} variable(s): {', '.join(sorted(scopes[s])[:3])}"
+    return [f"{s} ({counted(len(scopes[s]), 'variable')}: {', '.join(sorted(scopes[s])[:3])}"
             + (" ..." if len(scopes[s]) > 3 else "") + ")"
             for s in sorted(scopes)
             if "/" in s and lasts.count(s.rpartition("/")[2]) > 1 and s not in taken]

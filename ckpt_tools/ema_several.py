@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from .ema_refusals import UnprovenPairingError
 from .errors import EmaError, OptionError
+from .wording import counted
 
 __all__ = ["split_ema_names", "join_maps"]
 
@@ -150,7 +151,8 @@ def join_maps(path: str, names: Sequence[str], maps: Sequence, *, keep_raw: bool
     names_joined = ",".join(names)
     lacking = [] if allow_missing else [t for t in order if t in missing]
     hints = (f"the EMA objects named ({names_joined}) stored no average of "
-             f"{len(lacking)} variable(s); --allow-missing restores these raw",) if lacking else ()
+             f"{counted(len(lacking), 'variable')}; --allow-missing restores these "
+             "raw",) if lacking else ()
     return type(first)(
         checkpoint=first.checkpoint, ema_name=names_joined, mapping=mapping,
         averaged=tuple(averaged), raw=tuple(raw), missing=tuple(lacking),

@@ -18,6 +18,7 @@ import glob
 
 from .checkpoint import Checkpoint
 from .offer_probe import option_text, works
+from .wording import counted
 
 
 def unread_message(ckpt: Checkpoint, found: dict[str, str], stated: str | None = None) -> str:
@@ -34,7 +35,8 @@ def unread_message(ckpt: Checkpoint, found: dict[str, str], stated: str | None =
     exclude = tuple(sorted(glob.escape(t) for t in found))
     offer = f"{option_text(stated, exclude)} exports the other weights' averages without " \
         "them; " if works(ckpt, stated, exclude) else ""
-    return (f"{ckpt.path}: the checkpoint stores {len(found)} key(s) named as averages that no "
+    return (f"{ckpt.path}: the checkpoint stores {counted(len(found), 'key')} named as averages "
+            "that no "
             f"op of the part of the graph in {meta} read writes: {sample}{more}; that graph "
             f"calls more functions than are read, so an ema.apply() in one not read (inside a "
             f"tf.cond or tf.function) may write them, and nothing proves them unwritten or "

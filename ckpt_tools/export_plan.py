@@ -52,7 +52,7 @@ from .unstored_heads import (
     suspect_weights,
 )
 from .weight_keys_averaged import averages_under_variable_names, refuse_averages_as_raw
-from .wording import counted
+from .wording import agreeing, counted
 
 
 def _clean_name(key: str, var) -> str:
@@ -262,14 +262,15 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
             unproven = [k for k in unproven if k not in named]
             if named and not [k for k in weights if variables[k].role != R.EMA]:
                 raise OutputError(
-                    f"{ckpt.path}: no weights to export: its {len(named)} tensor(s) are keys "
+                    f"{ckpt.path}: no weights to export: its {counted(len(named), 'tensor')} "
+                    f"{agreeing(len(named), 'is', 'are')} keys "
                     f"named as averages of the stated --ema-name "
                     f"{map_options['ema_name']} (e.g. {named[0]}), and --raw exports model "
                     "weights only (a Saver of ema.variables_to_restore() writes raw weights "
                     "under the same names: keep the training .meta beside the checkpoint, "
                     "its save op tells which)")
             if named:
-                warnings.append(f"left out {len(named)} key(s) named as averages of the "
+                warnings.append(f"left out {counted(len(named), 'key')} named as averages of the "
                                 f"stated --ema-name {map_options['ema_name']} "
                                 f"({', '.join(named[:3])}{' ...' if len(named) > 3 else ''})")
             twins = twin_keys(ckpt, variables, weights)  # w/ema/fast beside w (r67 F3)
@@ -304,7 +305,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         dropped = sorted(t for t, s in sources.items() if s != t and t not in weights)
         if dropped:
             raise EmaError(
-                f"{ckpt.path}: the .meta's save op pairs {len(dropped)} stored weight(s) with "
+                f"{ckpt.path}: the .meta's save op pairs {counted(len(dropped), 'stored weight')} "
+                "with "
                 f"an average ({', '.join(dropped[:4])}{' ...' if len(dropped) > 4 else ''}) "
                 "but does not prove them model weights, so they would be left out of the "
                 "export (refused rather than written without them); ckpt restore-ema "
@@ -341,7 +343,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
             # one is refused above): only state such as batch-norm statistics, which would go
             # out raw. Never silently raw: refused as restore-ema refuses it.
             raise EmaError(
-                f"{ckpt.path}: no variable has an EMA shadow: the {len(kept)} tensor(s) to "
+                f"{ckpt.path}: no variable has an EMA shadow: the {counted(len(kept), 'tensor')} "
+                "to "
                 f"export ({', '.join(_clean_name(k, variables.get(k)) for k in kept[:4])}"
                 f"{' ...' if len(kept) > 4 else ''}) are {roles_said(variables, kept)} "
                 "with no average; ckpt export --raw writes their raw values")

@@ -6,6 +6,7 @@ from . import roles as R
 from .raw_named import raw_named_keys
 from .saved_keys import held_variables
 from .saved_swaps import averages_alone_said
+from .wording import agreeing, counted
 
 
 def roles_said(variables, keys: list[str]) -> str:
@@ -26,14 +27,16 @@ def no_weights(ckpt, ema: bool | None) -> str:
     if raw:  # a renamed or stripped Saver's vtr keys: raw weights, not "only state" (r56 F3)
         k = next(iter(raw))
         t = (held_variables(ckpt) or {}).get(k) or raw[k]  # the graph's, not the key's name
-        return (f"its {len(raw)} key(s) named as averages hold their variables' raw values "
+        return (f"its {counted(len(raw), 'key')} named as averages "
+                f"{agreeing(len(raw), 'holds', 'hold')} their variables' raw values "
                 f"(e.g. {k}: the .meta's save op wrote it from {t}), which --raw exports "
                 "under their variables' names only where every other key is its own "
                 "variable's; here some are not, so restore in the graph imported from the "
                 ".meta (its Saver restores every key) and read the variables there")
     if ema is not False or not named:  # None: the default, the averages
         return "it holds no model weights, only state such as a step counter"
-    return (f"its {len(named)} tensor(s) are keys named as averages (e.g. {named[0]}) with no "
+    return (f"its {counted(len(named), 'tensor')} {agreeing(len(named), 'is', 'are')} keys named "
+            f"as averages (e.g. {named[0]}) with no "
             "variable stored beside them, and --raw exports model weights only: without "
             "--raw they export as their variables' averages where the .meta's save op "
             "proves they hold averages (or --averages-only states it)")

@@ -34,7 +34,7 @@ from .keras_named import by_names, legacy_stated
 from .keras_order_values import refuse_contradicted_order
 from .keras_twins import explained_by_twins
 from .keras_unstepped import refuse_unstepped
-from .wording import agreeing, counted
+from .wording import agreeing, counted, noun
 
 __all__ = ["apply_keras_ema"]
 
@@ -283,7 +283,8 @@ def _refuse_lora(model, path: str) -> None:
              and str(v.path).rsplit("/", 1)[0] not in lora]
     if lora:
         raise EmaError(
-            f"{path}: layer(s) {', '.join(dict.fromkeys(lora))} have LoRA enabled: Keras saves "
+            f"{path}: {noun(len(set(lora)), 'layer')} {', '.join(dict.fromkeys(lora))} "
+            f"{agreeing(len(set(lora)), 'has', 'have')} LoRA enabled: Keras saves "
             "their kernel merged with the LoRA update and not the factors, so their EMA "
             "copies cannot be applied from a Keras file (the update would count twice); "
             "restore the run's tf.train.Checkpoint with apply_ema instead")

@@ -28,6 +28,7 @@ import re
 
 from . import roles as R
 from .formats.objgraph import optimizer_owned_keys, readable_name
+from .wording import agreeing, counted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -130,8 +131,10 @@ def _beside_saved_hint(ckpt: Checkpoint, variables: dict, missing) -> str | None
                          for k in keys[:3]) + (
             f" and {len(keys) - 3} more" if len(keys) > 3 else "")
 
-    return (f"{DETACHED}{len(weights)} weight(s) have no use_ema copy in the saved optimizer, "
-            f"{shown(weights, False)}, and {len(copies)} variable(s) look like another "
+    return (f"{DETACHED}{counted(len(weights), 'weight')} {agreeing(len(weights), 'has', 'have')} "
+            "no use_ema copy in the saved optimizer, "
+            f"{shown(weights, False)}, and {counted(len(copies), 'variable')} "
+            f"{agreeing(len(copies), 'looks', 'look')} like another "
             f"optimizer's use_ema copies of such weights saved without that optimizer, "
             f"{shown(copies, True)} (tf_keras' '<optimizer>/average/<weight>', Keras 3's "
             "'<optimizer>/<weight>_average'); no option pairs them by name (a layer named "
@@ -176,7 +179,8 @@ def detached_hint(ckpt: Checkpoint, variables: dict, missing) -> str | None:
     parts = []
     if named:
         parts.append(
-            f"{len(named)} variable(s) are named as a Keras 3 optimizer's use_ema averages "
+            f"{counted(len(named), 'variable')} {agreeing(len(named), 'is', 'are')} named as a "
+            "Keras 3 optimizer's use_ema averages "
             f"('<optimizer>/<weight>_average'), {shown(named)}, of the shape of weights stored "
             "here, but were saved without that optimizer, "
             "whose _model_variables_moving_average is what proves a variable is a use_ema "
@@ -185,7 +189,8 @@ def detached_hint(ckpt: Checkpoint, variables: dict, missing) -> str | None:
             "paths can flatten to one), so they are read as weights")
     if tfk:
         parts.append(
-            f"{len(tfk)} variable(s) look like tf_keras use_ema copies saved without their "
+            f"{counted(len(tfk), 'variable')} {agreeing(len(tfk), 'looks', 'look')} like tf_keras "
+            "use_ema copies saved without their "
             f"optimizer, {shown(tfk)} ('<optimizer>/average/<weight>', of the shape of "
             "weights stored here); no option pairs them by name (a layer named 'average' or "
             "a custom optimizer's own variables get such names; only the optimizer's "

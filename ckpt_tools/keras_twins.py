@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import EmaError
+from .wording import agreeing, counted
 
 _FLOATS = frozenset({"float16", "bfloat16", "float32", "float64"})
 
@@ -93,7 +94,8 @@ def refuse_twins(ckpt) -> None:
         " ..." if len(found) > 4 else "")
     first, twin = found[0]
     raise EmaError(
-        f"{ckpt.path}: {len(found)} weight(s) without an EMA copy hold exactly the values of "
+        f"{ckpt.path}: {counted(len(found), 'weight')} without an EMA copy "
+        f"{agreeing(len(found), 'holds', 'hold')} exactly the values of "
         f"a weight that has one ({pairs}): {show(first)} is either {show(twin)} itself, saved "
         "twice because two layers hold it (weight tying, e.g. self.tied = emb.embeddings: "
         "its average belongs in both places, or load_weights ends with the raw copy), or a "

@@ -13,6 +13,7 @@ from __future__ import annotations
 from . import roles as R
 from .checkpoint import Checkpoint
 from .errors import EmaError
+from .wording import counted
 
 
 def escape_local_name(name: str) -> str:
@@ -247,7 +248,8 @@ def refuse_rivals(ckpt: Checkpoint, keys: list[str], instead: str = "a list") ->
                "(a process that builds the two models in the other order names each as the "
                "other was named)")
     raise EmaError(
-        f"{ckpt.path}: the variables' names match {len(matched)} saved weight(s), but {why}, "
+        f"{ckpt.path}: the variables' names match {counted(len(matched), 'saved weight')}, but "
+        f"{why}, "
         f"so names do not tell which weights are these variables'; pass the object instead "
         f"of {instead}, placed as it was saved, so object paths decide: "
         "apply_ema(tf.train.Checkpoint(NAME=model), path) with NAME one of the checkpoint's "

@@ -43,6 +43,7 @@ from .state_file import (  # noqa: F401 (imported from here too: locate.STATE_FI
     read_state_file_at,
     read_state_order,
 )
+from .wording import noun
 
 DATA_RE = re.compile(r"^(.*)\.data-\d{5}-of-\d{5}$")
 # Names that are files by contract: a FIFO, device, socket or directory under one is refused.
@@ -262,7 +263,7 @@ def locate(path: str | os.PathLike) -> Location:
             if saved and skipped:
                 return replace(_saved_model_location(saved), choice=(
                     f"{path}: using version {os.path.basename(version)}; skipped higher "
-                    f"version(s) {', '.join(skipped[:3])}"
+                    f"{noun(len(skipped), 'version')} {', '.join(skipped[:3])}"
                     f"{f' and {len(skipped) - 3} more' if len(skipped) > 3 else ''}: no "
                     "saved_model.pb there"))
         saved = saved or (os.path.basename(os.path.abspath(path)) == "variables"

@@ -90,7 +90,8 @@ def orphan_warnings(ckpt: Checkpoint, variables, result: str, keep=None) -> list
         names = sorted(set(twice.values()))
         shown = ", ".join(f"{n} ({_path(averages[n])})" for n in names[:4]) + (
             f" and {len(names) - 4} more" if len(names) > 4 else "")
-        out.append(f"{len(twice)} average(s) are averages of tensors this checkpoint stores as "
+        out.append(f"{counted(len(twice), 'average')} {agreeing(len(twice), 'is', 'are')} "
+                   "averages of tensors this checkpoint stores as "
                    f"averages ({shown}): an ExponentialMovingAverage applied to another's "
                    "averages (an EMA of an EMA, as ema2.apply([ema.average(v) ...]) writes), "
                    "no weight's own average, so no weight takes them; read them by key "

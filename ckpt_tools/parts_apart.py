@@ -15,6 +15,7 @@ from __future__ import annotations
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
 from .save_op import graph_named, written_sources
+from .wording import counted
 
 
 def parts_apart(ckpt: Checkpoint, targets) -> dict[str, list[str]]:
@@ -53,11 +54,12 @@ def refuse_parts_apart(ckpt: Checkpoint, targets) -> None:
     if not found:
         return
     var, keys = next(iter(sorted(found.items())))
-    more = f" (and {len(found) - 1} more variable(s) so)" if len(found) > 1 else ""
+    more = f" (and {counted(len(found) - 1, 'more variable')} so)" if len(found) > 1 else ""
     raise UnprovenPairingError(
         f"{ckpt.path}: {var} is a partitioned variable stored under no key of its own: its "
-        f"{graph_named(ckpt)}'s save op wrote its parts whole under {len(keys)} separate "
-        f"key(s) (e.g. {keys[0]}), as a Saver(ema.variables_to_restore()) of an evaluation "
+        f"{graph_named(ckpt)}'s save op wrote its parts whole under "
+        f"{counted(len(keys), 'separate key')} (e.g. {keys[0]}), as a "
+        "Saver(ema.variables_to_restore()) of an evaluation "
         f"graph writes them{more}; ckpt does not assemble parts saved under separate keys, "
         "so it gives neither the average of it nor (--allow-missing) a raw value; no option "
         "of ckpt decides: restore the checkpoint in the graph imported from the .meta "

@@ -16,6 +16,7 @@ from .ema_updates import shadow_owners
 from .save_op import written_sources
 from .saved_keys import PART, held_variable
 from .weight_keys_averaged import averages_under_variable_names
+from .wording import agreeing, counted
 
 
 def raw_beside_own_averages(ckpt: Checkpoint) -> dict[str, str]:
@@ -67,8 +68,9 @@ def mixed_said(ckpt: Checkpoint) -> str:
     a, h = next(iter(sorted(named.items())))
     r, s = next(iter(raw.items()))
     where = saved_under(ckpt, s)
-    return (f"{len(named)} key(s) named as variables hold those variables' averages (e.g. "
-            f"key {a} holds {a}'s average {h}) while {len(raw)} key(s) named as variables "
+    return (f"{counted(len(named), 'key')} named as variables "
+            f"{agreeing(len(named), 'holds', 'hold')} those variables' averages (e.g. "
+            f"key {a} holds {a}'s average {h}) while {counted(len(raw), 'key')} named as variables "
             f"averaged by ema.apply() hold their raw values (e.g. key {r} holds {r}'s raw "
             "value; its average " + s + (f" is saved under {where}" if where else
                                           ", which ema.apply() writes, is not saved")

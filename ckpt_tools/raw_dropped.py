@@ -25,6 +25,7 @@ from .raw_named import named_as_own_average, training_state
 from .save_op import graph_named, written_sources
 from .saved_keys import PART, held_variable
 from .weight_keys_averaged import averages_under_variable_names
+from .wording import agreeing, counted
 
 #: roles a key written from a model variable has that ``--raw`` does not export as a weight
 #: and that is said left out
@@ -93,7 +94,8 @@ def refuse_dropped_model_keys(ckpt: Checkpoint, variables, plan: dict[str, str],
         return []
     local = set(ckpt.meta.collections.get("local_variables") or ())
     shown = [f"{k}{' (a local variable)' if sources[k][0] in local else ''}" for k in said]
-    return [f"left out {len(said)} key(s) the {graph_named(ckpt)}'s save op wrote from graph "
+    return [f"left out {counted(len(said), 'key')} the {graph_named(ckpt)}'s save op wrote from "
+            "graph "
             f"variables that are neither weights nor statistics ({', '.join(shown[:4])}"
             f"{' ...' if len(shown) > 4 else ''}): --raw writes the model's weights only"]
 
@@ -106,7 +108,7 @@ def _dropped_refusal(ckpt: Checkpoint, sources: dict[str, list[str]], state: set
     mixed = sorted(a for a, src in sources.items() if ckpt.meta is not None
                    and a in ckpt.meta.variables and src != [a] and src
                    and all(s in state for s in src))
-    why = (f"beside {len(mixed)} key(s) named as variables that hold averages (e.g. "
+    why = (f"beside {counted(len(mixed), 'key')} named as variables that hold averages (e.g. "
            f"{mixed[0]} holds {sources[mixed[0]][0]}), so its Saver mixed raw weights under "
            "averages' names with averages under variables' names and the file holds no one "
            "set of raw weights (nor of averages)" if mixed else
@@ -115,7 +117,8 @@ def _dropped_refusal(ckpt: Checkpoint, sources: dict[str, list[str]], state: set
            "stripped scope for all), so it cannot write every raw weight it holds by name")
     shown = ", ".join(f"{a} from {sources[a][0]}" for a in keys[:3])
     return UnprovenPairingError(
-        f"{ckpt.path}: export --raw would leave out {len(keys)} key(s) the {graph}'s save op "
+        f"{ckpt.path}: export --raw would leave out {counted(len(keys), 'key')} the {graph}'s "
+        "save op "
         f"wrote from model variables ({shown}{' ...' if len(keys) > 3 else ''}): {why}; "
         "refused rather than written without them; --exclude "
         + " --exclude ".join(repr(a) for a in keys[:3]) + (" ..." if len(keys) > 3 else "")
@@ -158,7 +161,8 @@ def _refuse_written_averages(ckpt: Checkpoint, sources: dict[str, list[str]],
     of = _shadows_of(ckpt).get(shadow, shadow)
     # no path: export names the checkpoint and the output before a plan's OutputError
     raise OutputError(
-        f"no weights to export: its {len(written)} tensor(s) hold averages only "
+        f"no weights to export: its {counted(len(written), 'tensor')} "
+        f"{agreeing(len(written), 'holds', 'hold')} averages only "
         f"(the {graph_named(ckpt)}'s save op wrote {k} from {of}'s shadow {shadow}), and "
         "--raw exports model weights only, never an average under any name")
 
@@ -196,10 +200,12 @@ def _mixed_refusal(ckpt: Checkpoint, plan: dict[str, str],
     named = averages_under_variable_names(ckpt)
     raw = sorted(k for k in set(plan.values()) if k not in named)
     said = mixed_said(ckpt) or (f"key {held[0]} holds {held[0]}'s average {named[held[0]]} "
-                                f"beside {len(raw)} key(s) holding raw values (e.g. {raw[0]})")
+                                f"beside {counted(len(raw), 'key')} holding raw values (e.g. "
+                                f"{raw[0]})")
     shown = " --exclude ".join(repr(k) for k in held[:3]) + (" ..." if len(held) > 3 else "")
     return UnprovenPairingError(
-        f"{ckpt.path}: export --raw would write {len(held)} key(s) that hold averages "
+        f"{ckpt.path}: export --raw would write {counted(len(held), 'key')} that "
+        f"{agreeing(len(held), 'holds', 'hold')} averages "
         f"({', '.join(held[:3])}{' ...' if len(held) > 3 else ''}) as raw weights: its "
         f"{graph_named(ckpt)}'s save op shows {said}; --raw writes raw weights only, never an "
         f"average under any name: --exclude {shown} writes the other keys' raw values "
@@ -292,7 +298,7 @@ def refuse_dropped_averages(ckpt: Checkpoint, sources: dict[str, list[str]],
     keys = list(dropped)
     shown = ", ".join(f"{k} holds {v}'s average" for k, v in list(dropped.items())[:3])
     raise UnprovenPairingError(
-        f"{ckpt.path}: export --raw would leave out {len(keys)} key(s) the "
+        f"{ckpt.path}: export --raw would leave out {counted(len(keys), 'key')} the "
         f"{graph_named(ckpt)}'s save op wrote from EMA shadows of variables whose raw values "
         f"no key holds ({shown}{' ...' if len(keys) > 3 else ''}): --raw writes raw weights "
         "only, and the file holds none for " + ("it" if len(keys) == 1 else "them")

@@ -13,8 +13,19 @@ a fact what ``export`` leaves to the two options that decide (review-26-user-u28
 
 from __future__ import annotations
 
+from .wording import agreeing, counted
+
 #: What such keys hold, as every command says it.
 IF_TRAINED = "hold their variables' raw values if a training graph saved them"
+
+
+def if_trained(n: int) -> str:
+    """:data:`IF_TRAINED` said of ``n`` keys, its verb agreeing (``"holds ..."`` for one).
+
+    Returns:
+        `str`: the clause.
+    """
+    return IF_TRAINED if n != 1 else "holds" + IF_TRAINED.removeprefix("hold")
 
 #: The ``ema`` cell ``list`` shows for such a key: a raw value unless an evaluation graph
 #: re-saved the averages.
@@ -45,7 +56,8 @@ def stated_raw_said(n: int, example: str) -> str:
     """Returns the warning (without ``warning:``) of an export or restore whose ``n`` keys of
     this kind (e.g. ``example``) are read as averages only because ``--averages-only`` was
     stated: never called EMA values as a fact."""
-    return (f"{n} key(s) named as averages (e.g. {example}) are read as averages only because "
+    return (f"{counted(n, 'key')} named as averages (e.g. {example}) {agreeing(n, 'is', 'are')} "
+            "read as averages only because "
             f"you stated --averages-only, but they {IF_TRAINED}: the .meta's save op wrote them "
             "from their variables, as a Saver of ema.variables_to_restore() does; if a "
             "training run saved this checkpoint, they hold the raw weights, not averages (ckpt "

@@ -20,6 +20,7 @@ from .raw_named_said import IF_TRAINED
 from .raw_shadows import raw_named_keys
 from .raw_stated import raw_offer
 from .saved_keys import held_variables
+from .wording import agreeing, counted
 
 
 def without_raw_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
@@ -68,7 +69,8 @@ def without_raw_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
     offers += [(r, tuple(sorted({raw[a] for a in raw if name_of(a) == r})), False)
                for r in raw_names]
     good = working(ckpt, offers)
-    said = (f"{ckpt.path}: {len(left)} variable(s) have keys under the EMA names "
+    said = (f"{ckpt.path}: {counted(len(left), 'variable')} {agreeing(len(left), 'has', 'have')} "
+            "keys under the EMA names "
             f"{', '.join(raw_names)} and {', '.join(names)}, but the .meta's saver wrote "
             f"every {' and '.join(raw_names)} key from its variable itself (e.g. {k} from {t}, "
             f"as a Saver built from ema.variables_to_restore() does), so those keys {IF_TRAINED} "

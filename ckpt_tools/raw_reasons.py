@@ -9,6 +9,8 @@ say so in a note instead of warning. Weights nothing explains keep the warning.
 
 from __future__ import annotations
 
+from .wording import agreeing, counted
+
 #: ``config.json`` records the weight's layer ``trainable: false``.
 FROZEN = "frozen"
 #: The weight's layer class creates it ``trainable=False`` (as config.json records the layer).
@@ -84,7 +86,8 @@ def expected_raw_note(reasons: dict[str, str], shown) -> str | None:
     quantized = [shown(k) for k, r in reasons.items() if r == QUANTIZED]
     if quantized:  # a bare .weights.h5's (expected_raw): no config.json reason beside them
         quantized_note = (
-            f"{len(quantized)} weight(s) have no EMA copy and keep their raw values: "
+            f"{counted(len(quantized), 'weight')} {agreeing(len(quantized), 'has', 'have')} no "
+            "EMA copy and keep their raw values: "
             "int8/int4-quantized layers' kernels and scales (the layer's int8 kernel shows it "
             "quantized; Keras creates them trainable=False, only the bias trains): "
             f"{', '.join(quantized[:5])}" + (" ..." if len(quantized) > 5 else ""))
@@ -96,13 +99,15 @@ def expected_raw_note(reasons: dict[str, str], shown) -> str | None:
     reasons = {k: r for k, r in reasons.items() if r not in (NOT_TRAINABLE_META, NOT_FLOAT)}
     # by what the graph shows: not trainable, never averaged; "frozen" was said of a weight
     # the user trains by hand (w0.assign_sub) too (review-20-attack-r49 F3)
-    meta_note = (f"{len(frozen)} weight(s) keep their raw values: the .meta lists them outside "
+    meta_note = (f"{counted(len(frozen), 'weight')} {agreeing(len(frozen), 'keeps', 'keep')} "
+                 "their raw values: the .meta lists them outside "
                  "trainable_variables (trainable=False) and no ema.apply() of the graph "
                  "averages them, so TF's variables_to_restore() restores them raw: "
                  f"{', '.join(frozen[:5])}" + (" ..." if len(frozen) > 5 else "")
                  ) if frozen else None
     if ints:
-        int_note = (f"{len(ints)} integer weight(s) keep their raw values: "
+        int_note = (f"{counted(len(ints), 'integer weight')} "
+                    f"{agreeing(len(ints), 'keeps', 'keep')} their raw values: "
                     "ExponentialMovingAverage.apply() averages float variables only: "
                     f"{', '.join(ints[:5])}" + (" ..." if len(ints) > 5 else ""))
         meta_note = int_note if meta_note is None else f"{meta_note}; {int_note}"
@@ -114,6 +119,23 @@ def expected_raw_note(reasons: dict[str, str], shown) -> str | None:
         if names:
             parts.append(f"{len(names)} {said}: {', '.join(names[:5])}"
                          + (" ..." if len(names) > 5 else ""))
-    said = (f"{len(reasons)} weight(s) have no EMA copy and keep their raw values, as "
-            f"config.json explains: {'; '.join(parts)}")
+    said = (f"{_what(reasons, shown)} {agreeing(len(reasons), 'has', 'have')} no EMA copy and "
+            f"keep{'s its' if len(reasons) == 1 else ' their'} raw values, as config.json "
+            f"explains: {'; '.join(parts)}")
     return said if meta_note is None else f"{said}; {meta_note}"
+
+
+def _what(reasons: dict[str, str], shown) -> str:
+    """What :func:`expected_raw_note` says ``reasons``' variables are: ``"2 weights"``, and a
+    batch norm layer's moving statistics (role ``bn_stat``) by that name, not as weights
+    (review-30-user-u32 F1: "2 weight(s)" of ``bn/moving_mean`` and ``bn/moving_variance``).
+
+    Returns:
+        `str`: ``"2 BN statistics"``, ``"1 weight and 2 BN statistics"``...
+    """
+    from .roles import bn_statistic_name
+
+    stats = sum(1 for k in reasons if bn_statistic_name(shown(k)))
+    parts = [counted(len(reasons) - stats, "weight") if len(reasons) > stats else "",
+             counted(stats, "BN statistic") + " (moving mean/variance)" if stats else ""]
+    return " and ".join(p for p in parts if p)

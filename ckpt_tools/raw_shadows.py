@@ -37,10 +37,11 @@ from .raw_named import (
     vtr_variables,
     written_from_own,
 )
-from .raw_named_said import IF_TRAINED
+from .raw_named_said import if_trained
 from .restorer_keys import restorer_named
 from .save_op import graph_file, graph_named, why_unwritten, written_sources
 from .unstored_heads import suspect_weights
+from .wording import agreeing, counted
 
 
 def lone_averages(ckpt: Checkpoint, variables, chosen: dict[str, str]) -> dict[str, str]:
@@ -84,7 +85,8 @@ def _evaluation_refusal(ckpt: Checkpoint, found: list, undecided) -> UnprovenPai
     s, t = found[0]
     graph = graph_named(ckpt)
     return UnprovenPairingError(
-        f"{ckpt.path}: {len(found)} key(s) named as averages were written from their "
+        f"{ckpt.path}: {counted(len(found), 'key')} named as averages "
+        f"{agreeing(len(found), 'was', 'were')} written from their "
         f"variables, e.g. {s} from {t}: the {graph}'s saver is a Saver of "
         "ema.variables_to_restore() in a graph with no shadow variables and no ema.apply() "
         "(an evaluation graph re-saving what it restored), so each key holds what that Saver "
@@ -140,7 +142,8 @@ def raw_refusal(ckpt: Checkpoint, raw: list, undecided,
     exclude = (f"; --exclude {' --exclude '.join(repr(v) for v in held[:3])}"
                f"{' ...' if len(held) > 3 else ''} (Python: exclude=[...]) leaves "
                f"{'them' if len(held) > 1 else 'it'} out and takes the other "
-               f"{len(others)} variable(s)' averages") if others else ""
+               + ("variable's average" if len(others) == 1 else f"{len(others)} variables' "
+                  "averages")) if others else ""
     # a training graph's Saver wrote the raw weights, an evaluation graph's the averages it
     # restored, and the graph may build ema.apply() either way: --averages-only states the
     # latter, --raw --keys-are-raw the former (review-23-attack-r70 F1, F2); never offered
@@ -161,7 +164,8 @@ def raw_refusal(ckpt: Checkpoint, raw: list, undecided,
              if unread else
              _stated_offer(ckpt, keys))
     return UnprovenPairingError(
-        f"{ckpt.path}: {len(raw)} key(s) named as averages {IF_TRAINED}, e.g. {s}: the "
+        f"{ckpt.path}: {counted(len(raw), 'key')} named as averages "
+        f"{if_trained(len(raw))}, e.g. {s}: the "
         f"{graph_named(ckpt)}'s saver "
         f"wrote it from {wrote} itself, as a Saver built from ema.variables_to_restore() does "
         "(it maps each average's name to its variable), so the file proves no average of "
@@ -287,7 +291,8 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str],
             for v in ckpt.variables_unwarned()) and not suspect_weights(
                 ckpt, {v.name: v for v in ckpt.variables_unwarned()}) else ""
         raise UnprovenPairingError(
-            f"{ckpt.path}: {len(unproven)} key(s) named as averages have no variable stored "
+            f"{ckpt.path}: {counted(len(unproven), 'key')} named as averages "
+            f"{agreeing(len(unproven), 'has', 'have')} no variable stored "
             f"beside them (e.g. {s}, and no {t}): a Saver of the averages alone "
             "(Saver({ema.average_name(v): ema.average(v)})) holds averages there, but a "
             "Saver of ema.variables_to_restore() writes the variables' RAW values under "
@@ -328,7 +333,8 @@ def raw_named_warning(keys: dict[str, str], graph: str, meta: bool) -> str:
     """restore-ema's warning (without ``warning:``) for the :func:`raw_named_keys` ``keys``
     it left out of its output; ``meta``: a ``.meta`` graph was beside the input."""
     k, t = next(iter(keys.items()))
-    return (f"{len(keys)} key(s) named as averages hold their variables' raw values and were "
+    return (f"{counted(len(keys), 'key')} named as averages "
+            f"{agreeing(len(keys), 'holds', 'hold')} their variables' raw values and were "
             f"not written, e.g. {k}: the {graph}'s saver wrote it from {t} itself, as a "
             "training Saver(ema.variables_to_restore()) does; beside the restored variables "
             "nothing would tell them from averages"
@@ -469,7 +475,8 @@ def restored_raw_warning(ckpt: Checkpoint, holders: dict[str, str]) -> str:
                     if src and all(s in shadows for s in src))
     # another object's averages (or this one's, beside a subset) may be stored: said so,
     # never "no average is stored" (review-22-attack-r66 F6)
-    averages = (f"; {len(stored)} key(s) it wrote from EMA shadows hold averages, not raw "
+    averages = (f"; {counted(len(stored), 'key')} it wrote from EMA shadows "
+                f"{agreeing(len(stored), 'holds', 'hold')} averages, not raw "
                 f"weights, and are left out (e.g. {stored[0]})" if stored else
                 "; no average is stored")
     # an evaluation graph that built ema.apply() (never run), restored the averages and saved

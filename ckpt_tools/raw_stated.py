@@ -24,6 +24,7 @@ from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
 from .raw_named import evaluation_graph
 from .save_op import graph_named, written_sources
+from .wording import counted
 
 STATE_RAW = "pass --keys-are-raw (Python: open_checkpoint(path, keys_are_raw=True)) with --raw"
 
@@ -145,7 +146,8 @@ def refuse_unstated_raw(ckpt: Checkpoint, holders: dict[str, str]) -> None:
     key, name = next(iter(pairs.items()))
     src = ((written_sources(ckpt) or {}).get(key) or [name])[0]  # the graph's name (b of model/b)
     graph = graph_named(ckpt)
-    keys = (f"{len(pairs)} key(s) named as averages (e.g. {key}) that the {graph}'s save op "
+    keys = (f"{counted(len(pairs), 'key')} named as averages (e.g. {key}) that the {graph}'s save "
+            "op "
             f"wrote from the model variables themselves (e.g. from {src})")
     undecided = {k: (n,) for k, n in pairs.items()}
     if any(evaluation_graph(ckpt, k) for k in pairs):

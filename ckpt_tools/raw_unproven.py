@@ -19,6 +19,7 @@ from .tf2_twins import (
     ckpt_twins,
     together,
 )
+from .wording import counted
 
 
 def unproven_keys(ckpt, variables) -> tuple[list[str], list[str]]:
@@ -148,7 +149,8 @@ def unproven_warning(shown: list[str], again: list[str] = (),
                  "(a trainable delta) and a weight's average averaged again by a second "
                  "ExponentialMovingAverage (an EMA of an EMA) would, so no --ema-name reads "
                  "them as averages")
-    return (f"{len(shown)} tensor(s) written as stored may be model weights or averages of an "
+    return (f"{counted(len(shown), 'tensor')} written as stored may be model weights or averages "
+            "of an "
             f"ExponentialMovingAverage{'' if every else ' given a name of your own'} "
             f"({', '.join(shown[:3])}{more}): their names read both ways"
             + ("" if every else " and TensorFlow records no EMA name but its default")
@@ -180,7 +182,8 @@ def apart_note(ckpt, keys: list[str], shown: list[str]) -> str:
     read = ckpt_twins(ckpt)
     said = " or ".join(repr(n) for n in sorted({suffix_base(read[k].x) for k in keys
                                                 if k in read and read[k].x}))
-    return (f"left out {len(shown)} tensor(s) saved apart from the model that only their names "
+    return (f"left out {counted(len(shown), 'tensor')} saved apart from the model that only their "
+            "names "
             f"read as averages of an ExponentialMovingAverage named {said} "
             f"({', '.join(shown[:3])}{more}): TensorFlow records no EMA name but its default, "
             "so nothing proves them averages, and export writes a model's weights only; if "

@@ -10,6 +10,7 @@ before it is named.
 from __future__ import annotations
 
 from .checkpoint import Checkpoint
+from .wording import agreeing, counted
 
 
 def renamed_object_offers(ckpt: Checkpoint) -> tuple[list[str], str]:
@@ -71,7 +72,8 @@ def evaluation_resave_offer(ckpt: Checkpoint, keys) -> str:
     raw = (f"; {', '.join(never)} holds {held[never[0]]}'s raw value whichever graph saved "
            "it (no EMA object of the .meta writes an average under that name), so that offer "
            "leaves it out") if never else ""
-    return (f"; its {len(keys)} key(s) named as averages (e.g. {k}) were written from their "
+    return (f"; its {counted(len(keys), 'key')} named as averages (e.g. {k}) "
+            f"{agreeing(len(keys), 'was', 'were')} written from their "
             f"own variables (e.g. {own[k]}), as a Saver of ema.variables_to_restore() writes "
             "them: the raw weights if a training graph saved them, the averages if an "
             "evaluation graph restored the averages and saved again, which the file cannot "

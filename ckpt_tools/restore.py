@@ -29,6 +29,7 @@ from .restore_plan import (
 from .restore_problems import NO_VARIABLES, entry_mismatch, keras_pointer, restore_advice
 from .restore_saver import ema_saver, opened, tensorflow
 from .tfk_order import has_open_averages
+from .wording import counted
 
 __all__ = ["RestoreResult", "apply_ema", "ema_saver", "restore_ema"]
 
@@ -156,7 +157,8 @@ def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
             ops.append(init)
             (result.averaged if key in averaged else result.raw)[var.op.name] = src
         if problems:
-            raise EmaError(f"{ckpt.path}: {len(problems)} variable(s) could not be restored: "
+            raise EmaError(f"{ckpt.path}: {counted(len(problems), 'variable')} could not be "
+                           "restored: "
                            + "; ".join(problems[:8]) + (" ..." if len(problems) > 8 else "")
                            + restore_advice(problems, ckpt, scope_check(
                                ckpt, [k for _, k, _ in keyed], options))
@@ -284,7 +286,8 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
             assignments.append((v, src))
             (result.averaged if key in averaged else result.raw)[key] = src
         if problems:
-            raise EmaError(f"{ckpt.path}: {len(problems)} variable(s) could not be restored: "
+            raise EmaError(f"{ckpt.path}: {counted(len(problems), 'variable')} could not be "
+                           "restored: "
                            + "; ".join(problems[:8]) + (" ..." if len(problems) > 8 else "")
                            + restore_advice(problems) + optimizer_advice(ckpt, problems))
         if not assignments:  # never return normally having restored nothing

@@ -8,6 +8,7 @@ from collections.abc import Callable, Collection
 from . import roles as R
 from .checkpoint import Checkpoint
 from .rescope_clash import stored_checkpoint_key
+from .wording import counted
 
 
 def no_average_line(ckpt: Checkpoint, key: str, ema_name: str, owner: str | None = None) -> str:
@@ -136,7 +137,7 @@ def restore_advice(problems: list[str], ckpt: Checkpoint | None = None,
                 "variables as the saved ones were named")
     unseen = names[sum(problems.index(p) < 8 for p in named):]  # the error shows 8 (r42 F3)
     listed = "those named above" + (f" and {', '.join(unseen)}" if unseen else "")
-    return (head + f"pass var_list= without the {len(names)} variable(s) it records under "
+    return (head + f"pass var_list= without the {counted(len(names), 'variable')} it records under "
             f"no name or several ({listed}), or {tf2}")
 
 

@@ -26,6 +26,7 @@ from .restore_plan import (
     scope_check,
 )
 from .restore_problems import NO_VARIABLES, restore_advice
+from .wording import counted
 
 
 def tensorflow():
@@ -136,7 +137,8 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
                     parts[key] = {tuple(s for s, _ in t.resolve(entry.shape)): m for t, m in zip(
                         entry.slices, entry.extra["fragments"], strict=True)}
             if problems:
-                raise EmaError(f"{ckpt.path}: {len(problems)} variable(s) cannot be restored: "
+                raise EmaError(f"{ckpt.path}: {counted(len(problems), 'variable')} cannot be "
+                               "restored: "
                                + "; ".join(problems[:8])
                                + (" ..." if len(problems) > 8 else "")
                                + restore_advice(problems, ckpt, scope_check(

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import os
 
+from .wording import noun
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint
@@ -290,7 +292,8 @@ def averages_only_note(ckpt: Checkpoint) -> str:
     keys = [k for k in said.get("keys") or [] if isinstance(k, str)]
     trained = said.get("raw_if_trained")
     e = f" (e.g. {keys[0]})" if keys else ""
-    head = (f"ckpt restore-ema wrote {ckpt.path}'s variables from key(s){e} its input's "
+    head = (f"ckpt restore-ema wrote {ckpt.path}'s variables from "
+            f"{noun(len(keys), 'key', 'keys')}{e} its input's "
             f"--averages-only stated hold averages (its record {found[0]} says so)")
     if trained:
         return (f"warning: {head}: that input's .meta's save op wrote them from their "

@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable
 
 from .errors import AmbiguousCheckpointError
+from .wording import noun
 
 _SUFFIXES = (".weights.h5", ".index", ".keras", ".hdf5", ".h5")
 _SHARD = re.compile(r"-\?{5}-of-\d{5}$")  # a sharded V1 checkpoint's pattern
@@ -161,5 +162,6 @@ def state_file_note(directory: str, state: str, written: str, used: str, written
     if keras_files:
         shown = ", ".join(sorted(keras_files)[:3]) + (" ..." if len(keras_files) > 3 else "")
         said.append(f"{directory}: using {used}, which its 'checkpoint' state file names, not "
-                    f"the Keras file(s) beside it ({shown}): name a file to read one")
+                    f"the Keras {noun(len(keras_files), 'file')} beside it ({shown}): name a file "
+                    "to read one")
     return "; ".join(said) or None

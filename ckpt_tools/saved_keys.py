@@ -20,6 +20,7 @@ from .formats.meta_on_read import AGGREGATE
 from .formats.meta_saver import PART
 from .raw_named import applied_shadows, named_as_own_average
 from .save_op import graph_named, written_sources
+from .wording import counted
 
 
 def held_variable(sources: list[str]) -> str | None:
@@ -203,7 +204,8 @@ def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False,
                               if k not in variables or variables[k].role not in _UNPAIRED} \
         or {k: (h or k,) for k, h in sorted(renamed.items())}
     n = len(renamed)
-    head = (f"{ckpt.path}: its {graph_named(ckpt)}'s save op stored {n} key(s) from variables "
+    head = (f"{ckpt.path}: its {graph_named(ckpt)}'s save op stored {counted(n, 'key')} from "
+            "variables "
             f"of other names (e.g. key {key} holds {held or 'parts of several variables'})")
     as_var = {k for k, h in renamed.items() if h and h.startswith(k + "/")}
     # a key named as its variable's average, however renamed (tower/net/w/Exponential
@@ -219,7 +221,8 @@ def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False,
                       and h not in (ckpt.meta.variables if ckpt.meta is not None else ()))
     if computed and len(computed) == n:  # review-21-attack-r54 F6, where not proven
         raise UnprovenPairingError(
-            f"{ckpt.path}: its {graph_named(ckpt)}'s save op wrote {n} key(s) from a value it "
+            f"{ckpt.path}: its {graph_named(ckpt)}'s save op wrote {counted(n, 'key')} from a "
+            "value it "
             f"computes, not from a variable (e.g. key {computed[0]} holds "
             f"{renamed[computed[0]]}), as tf.distribute's MirroredStrategy saves a SyncOnRead "
             "variable (the mean or sum of its replicas), which the graph file does not prove "
@@ -262,7 +265,8 @@ def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False,
     if as_var and as_var | as_avg == set(renamed) and mixed:  # V's average under V (r70 F3)
         raise UnprovenPairingError(
             head + ": the keys named as the variables hold their averages, as a "
-            f"Saver({{v.op.name: ema.average(v)}}) writes them, beside {len(mixed)} key(s) "
+            f"Saver({{v.op.name: ema.average(v)}}) writes them, beside "
+            f"{counted(len(mixed), 'key')} "
             f"named as averages that hold their variables' raw values (e.g. {mixed[0]} from "
             f"{raw[mixed[0]]}), as a Saver of ema.variables_to_restore() writes them: the file "
             "holds neither one set of averages nor one of raw weights, and no option of ckpt "

@@ -20,6 +20,7 @@ from .checkpoint import Checkpoint
 from .meta_shadows import update_ops_of
 from .raw_named import raw_named_keys
 from .saved_keys import PART, held_variables, translated_pairs, written_over
+from .wording import agreeing, counted
 
 _OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
@@ -265,7 +266,8 @@ def averages_alone_said(ckpt: Checkpoint) -> str:
     if not alone:
         return ""
     k, t = next(iter(sorted(alone.items())))
-    return (f"its {len(alone)} tensor(s) hold averages only (the .meta's save op wrote {k} "
+    return (f"its {counted(len(alone), 'tensor')} {agreeing(len(alone), 'holds', 'hold')} "
+            f"averages only (the .meta's save op wrote {k} "
             f"from {t}'s shadow), and --raw exports model weights only: without --raw they "
             "export as their variables' averages")
 

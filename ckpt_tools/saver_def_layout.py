@@ -19,6 +19,8 @@ the statement is then refused and never offered.
 
 from __future__ import annotations
 
+from .wording import counted
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint
@@ -95,14 +97,14 @@ def _shards_against(ops: list[tuple[str, frozenset[str]]], reader: Reader, fmt: 
         files = len(reader.files()) if hasattr(reader, "files") else n
         if files != n:
             return (f"the .meta's SaverDef records {saver}, while this V1 checkpoint is "
-                    f"{files} file(s)")
+                    f"{counted(files, 'file')}")
         return ""
     shards = getattr(reader, "num_shards", None)
     if shards is None:
         return ""
     if shards != n:
         return (f"the .meta's SaverDef records {saver}, while this checkpoint's .index "
-                f"records {shards} shard(s)")
+                f"records {counted(shards, 'shard')}")
     if n == 1:
         return ""
     writer: dict[str, set[int]] = {}  # key -> the save ops writing it

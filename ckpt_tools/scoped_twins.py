@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 
 from . import roles as R
 from .errors import CheckpointError
+from .wording import counted
 
 #: How :func:`scoped_twin_hint` begins (``missing_message`` says it alone: "no EMA shadow
 #: is stored at all" would be false).
@@ -190,7 +191,8 @@ def scoped_twin_warning(twins: dict[str, tuple[str, str, str]]) -> str:
     """The warning (without ``warning:``) ``export --raw`` gives for the
     :func:`scoped_twin_keys` ``twins`` it writes as stored."""
     keys, of, names, globs = _said(twins)
-    return (f"{len(twins)} tensor(s) written as stored may be model weights or the averages "
+    return (f"{counted(len(twins), 'tensor')} written as stored may be model weights or the "
+            "averages "
             f"of {of} kept by {names} ({keys}): without a .meta their names read both ways; "
             f"if they are averages, leave them out with {globs} (the training .meta beside "
             "the checkpoint tells which)")

@@ -9,6 +9,8 @@ function: the CLI imports this module while building every command.
 
 from __future__ import annotations
 
+from .wording import agreeing, counted
+
 
 def loss_named_said(lone: dict[str, str]) -> str:
     """What the stated-averages note adds for averages whose names read as a loss's
@@ -182,7 +184,8 @@ def stated_notes(ckpt, apply_order: str | None, ema_name: str | None = None,
                      + loss_named_said(lone) + moments_named_said(lone))
         found["stated_averages_only"] = {"pairs": lone, "raw_if_trained": trained}
     elif lone:  # a TF1 Saver's keys named as averages, their variables not stored
-        notes.append(f"note: {len(lone)} key(s) named as averages (e.g. {next(iter(lone))}) "
+        notes.append(f"note: {counted(len(lone), 'key')} named as averages (e.g. "
+                     f"{next(iter(lone))}) "
                      "are read as the averages of variables the checkpoint does not store only "
                      "because you stated --averages-only; "
                      + ("an evaluation graph's Saver of ema.variables_to_restore() wrote them "
@@ -204,7 +207,8 @@ def stated_notes(ckpt, apply_order: str | None, ema_name: str | None = None,
     if set(pairs) <= set(recorded_averages(ckpt.objects)):  # a tf_keras optimizer's
         notes.append(tf_keras_stated_note(len(pairs)))
     else:
-        notes.append(f"note: {len(pairs)} average(s) are paired only because you stated "
+        notes.append(f"note: {counted(len(pairs), 'average')} {agreeing(len(pairs), 'is', 'are')} "
+                     "paired only because you stated "
                      f"--apply-order {apply_order}{lists}; the checkpoint does not record how "
                      f"ema.apply() was called, so this is your statement, not a proof: if "
                      f"apply() got another order these averages are on the wrong variables")
@@ -256,7 +260,8 @@ def _trainable_notes(ckpt, layout, notes: list[str], found: dict) -> None:
     looped = dict(getattr(ckpt, "stated_pairs", None) or {})
     if looped:  # a TF-format tf_keras save, --trainable NAMES --loop-order (tfk_stated)
         n = len(looped)
-        notes.append(f"note: {n} average(s) of the tf_keras optimizer are paired only because "
+        notes.append(f"note: {counted(n, 'average')} of the tf_keras optimizer "
+                     f"{agreeing(n, 'is', 'are')} paired only because "
                      "you stated --trainable ... --loop-order: the file records the order the "
                      "optimizer averaged the variables in, not which same-named weight each "
                      "was, so this is your statement of the custom training loop's order, not a "

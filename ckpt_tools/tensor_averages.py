@@ -125,6 +125,7 @@ def shadow_averages_left_out(ckpt: Checkpoint, keys: list[str]) -> str | None:
         return f"{key} <- {', '.join(src)} (the average of {', '.join(of)})"
     shown = ", ".join(said(k) for k in keys[:3])
     more = f" (and {len(keys) - 3} more)" if len(keys) > 3 else ""
-    return (f"left out {len(keys)} key(s) the .meta's save op wrote from ema.apply() shadows "
+    return (f"left out {counted(len(keys), 'key')} the .meta's save op wrote from ema.apply() "
+            "shadows "
             f"of variables: {shown}{more}; they are another EMA object's averages of those "
             "variables, not averages of tensors, and not of the EMA object this export reads")

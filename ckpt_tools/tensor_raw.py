@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from .checkpoint import Checkpoint
 from .errors import UnprovenPairingError
 from .save_op import graph_named, written_sources
+from .wording import counted
 
 
 def raw_written(ckpt: Checkpoint, keys: Iterable[str]) -> dict[str, str]:
@@ -66,7 +67,8 @@ def refuse_raw_tensor_averages(ckpt: Checkpoint, keys: Iterable[str]) -> None:
     said = ", ".join(f"{k} <- {found[k]}" for k in shown[:3]) + (" ..." if len(shown) > 3
                                                                 else "")
     raise UnprovenPairingError(
-        f"{ckpt.path}: the {graph_named(ckpt)}'s save op wrote {len(shown)} key(s) named as "
+        f"{ckpt.path}: the {graph_named(ckpt)}'s save op wrote {counted(len(shown), 'key')} named "
+        "as "
         f"averages from model variables ({said}): they hold those variables' raw values (a "
         "fine-tune that loaded the averages and saved with a renaming Saver writes them so), "
         "not averages of tensors; --raw --keys-are-raw states they are raw weights, or "

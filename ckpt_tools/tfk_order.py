@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from . import roles as R
 from .formats.objgraph import ObjectGraph
 from .pairing import open_dicts, variable_orders
+from .wording import agreeing, counted
 
 
 def recorded_averages(objects: ObjectGraph | None) -> list[str]:
@@ -171,7 +172,8 @@ def has_open_averages(ckpt) -> bool:
 def stated_note(count: int) -> str:
     """The note a command prints where ``count`` tf_keras averages are paired only by the
     stated ``--apply-order tracked``. Returns the text."""
-    return (f"note: {count} average(s) of the tf_keras optimizer are paired only because you "
+    return (f"note: {counted(count, 'average')} of the tf_keras optimizer "
+            f"{agreeing(count, 'is', 'are')} paired only because you "
             "stated --apply-order tracked: that fit() built the optimizer from "
             "model.trainable_variables, which visits the model's layers in the order their "
             "attributes were first assigned (the order the checkpoint records), then the "
@@ -229,8 +231,9 @@ def refusal_text(objects: ObjectGraph | None, variables: dict, unpaired: list,
             "--loop-order, each weight as 'ckpt list' shows it, in the order its first "
             "apply_gradients() listed them (Python: apply_ema(model, path, "
             "trainable=that_list))")
-    frozen = (f"{sum(len(g) for g in partial)} weight(s) of such names have only "
-              f"{sum(groups[g] for g in partial)} average(s): layers frozen when the optimizer "
+    frozen = (f"{counted(sum(len(g) for g in partial), 'weight')} of such names have only "
+              f"{counted(sum(groups[g] for g in partial), 'average')}: layers frozen when the "
+              "optimizer "
               "was built have none, and the TF format keeps no trainable flags, so which were "
               "frozen is not recorded; ")
     keras = "save a .keras (model.save('x.keras') records which layers were frozen)"

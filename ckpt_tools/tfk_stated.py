@@ -22,6 +22,7 @@ from . import roles as R
 from .errors import EmaError, OptionError, VariableNotFoundError
 from .formats.objgraph import ObjectGraph
 from .tfk_order import recorded_averages
+from .wording import counted
 
 
 def resolve(path: str, objects: ObjectGraph | None, entries, trainable: Sequence[str],
@@ -95,8 +96,9 @@ def place(path: str, objects: ObjectGraph, info: dict, stated: list[str]
     averages = recorded_averages(objects)
     if len(averages) != len(stated):
         raise EmaError(
-            f"{path}: --trainable states {len(stated)} weight(s), but the tf_keras optimizer "
-            f"recorded {len(averages)} average(s), one per variable it was built with: "
+            f"{path}: --trainable states {counted(len(stated), 'weight')}, but the tf_keras "
+            "optimizer "
+            f"recorded {counted(len(averages), 'average')}, one per variable it was built with: "
             "state every trainable weight, in the loop's order")
     placed: dict[str, str] = {}
     for i, (a, w) in enumerate(zip(averages, stated, strict=True)):

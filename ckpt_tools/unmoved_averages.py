@@ -20,6 +20,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from .wording import counted
+
 #: the averages read: 1-D or scalar-like (biases, scales, offsets: what is initialized to
 #: one constant); a kernel's random initial value proves nothing, and it is not read
 _MAX_DIMS = 1
@@ -80,7 +82,8 @@ def unmoved_warning(found: Mapping[str, str], ckpt, weights: Mapping[str, str],
     more = f" and {len(names) - 3} more" if len(names) > 3 else ""
     eg = names[0]
     value = _one_value(ckpt, found[eg])
-    return (f"{len(names)} of the {total} average(s) exported hold one value in every element "
+    return (f"{len(names)} of the {counted(total, 'average')} exported hold one value in every "
+            "element "
             f"while their weights do not ({', '.join(names[:3])}{more}; e.g. {found[eg]} is "
             f"all {value:g}, {weights[eg]} is not): an ExponentialMovingAverage update from "
             "such a weight does not leave that, unless its decay is so close to 1 that each "

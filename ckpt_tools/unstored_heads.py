@@ -43,6 +43,7 @@ from .errors import EmaError
 from .formats.objgraph import readable_name
 from .meta_sibling import stated_offer
 from .scoped_twins import scoped_average_twins
+from .wording import agreeing, counted
 
 # averages and their state: none of them is a weight running through a tensor's name
 _AVERAGE_ROLES = (R.EMA, R.EMA_DEBIAS, R.LOSS_AVERAGE, R.TENSOR_AVERAGE)
@@ -141,7 +142,8 @@ def raw_route(ckpt: Checkpoint, variables: Mapping) -> str | None:
                                        if k not in twins})
     if not keys:
         return None
-    return (f"{RAW_REFUSED} ({len(keys)} key(s) such as {keys[0]} are named as averages of "
+    return (f"{RAW_REFUSED} ({counted(len(keys), 'key')} such as {keys[0]} "
+            f"{agreeing(len(keys), 'is', 'are')} named as averages of "
             f"variables it does not store or run through such names), and {NO_OPTION}")
 
 
@@ -216,8 +218,8 @@ def refuse_unstored_heads(ckpt: Checkpoint, variables: Mapping, *, raw: bool,
                if ckpt.meta_unread else "keep the training .meta (model.ckpt.meta, written "
                "by saver.save) beside it")
         raise EmaError(
-            f"{ckpt.path}: --raw cannot say which key holds the raw weights of {count} "
-            f"variable(s) it does not store (e.g. {head}): "
+            f"{ckpt.path}: --raw cannot say which key holds the raw weights of "
+            f"{counted(count, 'variable')} it does not store (e.g. {head}): "
             f"{', '.join(k for k, h in twins.items() if h == head)} are named alike but for "
             "the number TF adds to the second of two variables of one name, an optimizer's "
             "slot and an ExponentialMovingAverage of that name, whose average's name a "
@@ -255,7 +257,8 @@ def refuse_unstored_heads(ckpt: Checkpoint, variables: Mapping, *, raw: bool,
               if raw and not ckpt.averages_only
               and any(variables[k].role == R.EMA for k in lone) else "")
     # a second object's averages read as weights, named (r75 F5)
-    route = (f"; {len(through)} weight(s) run through those names (e.g. {through[0]}), as a "
+    route = (f"; {counted(len(through), 'weight')} {agreeing(len(through), 'runs', 'run')} "
+             f"through those names (e.g. {through[0]}), as a "
              "second object's averages are stored" if through else "")
     # --keys-are-raw speaks of the keys named as averages only: without a .meta, keys read as
     # weights beside them (s/w/slow, w_slow) may be a second object's averages, which it
@@ -264,7 +267,8 @@ def refuse_unstored_heads(ckpt: Checkpoint, variables: Mapping, *, raw: bool,
                "named as averages hold, not that the keys read as weights are no second "
                "object's averages" if raw and ckpt.keys_are_raw else "")
     raise EmaError(
-        f"{ckpt.path}: {len(named)} key(s) are named as averages of variables it does not "
+        f"{ckpt.path}: {counted(len(named), 'key')} {agreeing(len(named), 'is', 'are')} named as "
+        "averages of variables it does not "
         f"store (e.g. {key}, and no {head}): a training Saver(ema.variables_to_restore()) "
         "writes the variables' RAW values under such names, whatever the EMA's name, and a "
         "second EMA object's averages beside them under names read as weights, where a Saver "
@@ -294,7 +298,8 @@ def refuse_suspect_weights(ckpt: Checkpoint, keys: list[str]) -> None:
         f"{ckpt.path}: --averages-only reads the keys named as averages of variables it does "
         "not store as a Saver of the averages alone wrote them, and such a Saver writes a "
         "second EMA object's averages under names read as weights: "
-        f"{len(keys)} key(s) no key averages are stored so (e.g. {keys[0]}, {head}'s average "
+        f"{counted(len(keys), 'key')} no key averages are stored so (e.g. {keys[0]}, {head}'s "
+        "average "
         f"by an EMA named {name}, or a weight), and nothing in the file tells which, so none "
         f"is written raw (--allow-missing): {fix}; or, where the stated averages alone "
         f"will do, --averages-only {leave} exports them without those keys")
@@ -322,7 +327,8 @@ def refuse_nothing_but_unstored(ckpt: Checkpoint, use_meta: bool = True) -> None
            if ckpt.meta_unread else
            "keep the training .meta (model.ckpt.meta, written by saver.save) beside it")
     raise EmaError(
-        f"{ckpt.path}: no weights to export: its {len(heads)} tensor(s) are keys named as "
+        f"{ckpt.path}: no weights to export: its {counted(len(heads), 'tensor')} "
+        f"{agreeing(len(heads), 'is', 'are')} keys named as "
         f"averages of variables it does not store (e.g. {key}, and no {heads[key]}) and no "
         "weight is stored beside them: a training Saver(ema.variables_to_restore()) writes "
         "the variables' RAW values under such names, where a Saver of the averages alone, or "

@@ -23,6 +23,7 @@ from .formats.partial_parts import averaged_parts
 from .formats.slices import TensorSlice, check_partition, decode_key, fragment_groups, leaves_gap
 from .formats.strings import decode_strings
 from .formats.table import BlockHandle, Table
+from .wording import counted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ def _entry(name: str, value, num_shards: int) -> TensorEntry:
     if not 0 <= p.shard_id < num_shards or p.offset < 0 or p.size < 0:
         raise CorruptCheckpointError(
             f"points at shard {p.shard_id} offset {p.offset} size {p.size}, outside the "
-            f"{num_shards} shard(s)")
+            f"{counted(num_shards, 'shard')}")
     return TensorEntry(name=name, dtype=p.dtype, shape=shape, shard_id=p.shard_id,
                        offset=p.offset, stored_bytes=p.size,
                        crc32c=p.crc32c if p.HasField("crc32c") else None,
@@ -195,7 +196,7 @@ def _check_shards(prefix, num_shards, entries, slices, report, progress) -> None
             missing.append(shard)
             if len(missing) <= MAX_LISTED:
                 report.add(path, None, f"data shard {shard} of {num_shards} is missing "
-                           f"({len(by_shard.get(shard, ()))} tensor(s) stored there)")
+                           f"({counted(len(by_shard.get(shard, ())), 'tensor')} stored there)")
     if len(missing) > MAX_LISTED:
         report.add(prefix + ".index", None, f"{len(missing) - MAX_LISTED} more of the "
                    f"{num_shards} data shards are missing")

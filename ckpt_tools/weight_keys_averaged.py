@@ -14,6 +14,7 @@ from .ema_updates import shadow_owners
 from .formats.meta_saver import PART
 from .save_op import graph_named
 from .saved_keys import renamed_keys
+from .wording import agreeing, counted
 
 
 def averages_under_variable_names(ckpt: Checkpoint) -> dict[str, str]:
@@ -78,7 +79,8 @@ def refuse_averages_as_raw(ckpt: Checkpoint, keys) -> None:
         return
     k, h = next(iter(sorted(held.items())))
     raise UnprovenPairingError(
-        f"{ckpt.path}: {len(held)} key(s) named as model weights hold other variables, "
+        f"{ckpt.path}: {counted(len(held), 'key')} named as model weights "
+        f"{agreeing(len(held), 'holds', 'hold')} other variables, "
         f"e.g. {k}: its {graph_named(ckpt)}'s saver wrote it from {h}, which sits under a "
         "variable ema.apply() averages or is its shadow (its average, as a swapping Saver "
         "under renamed keys stores it), so --raw would write it as a raw weight; no option "

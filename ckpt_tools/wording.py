@@ -14,6 +14,16 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
+def noun(n: int, word: str, plural: str | None = None) -> str:
+    """The noun of ``n`` things without the count: ``"layer"`` before one name, ``"layers"``
+    before a list of them.
+
+    Returns:
+        `str`: ``word`` when ``n == 1``, else ``plural`` (by default ``word + "s"``).
+    """
+    return word if n == 1 else plural or word + "s"
+
+
 def agreeing(n: int, one: str, many: str) -> str:
     """The verb of a counted subject: ``one`` (``"is"``, ``"has"``) when ``n == 1``, else
     ``many``.

@@ -313,7 +313,7 @@ def test_weights_a_keras_optimizer_does_not_average_are_worded_as_its(tf, keras,
     result = runner.invoke(app, ["export", str(tmp_path / "ck"), "--out",
                                  str(tmp_path / "w.npz"), "--not-swapped"])
     assert result.exit_code == 0, result.output
-    assert "4 weight(s) have no EMA copy in the optimizer" in result.output, result.output
+    assert "4 weights have no EMA copy in the optimizer" in result.output, result.output
     assert "ema.average" not in result.output
 
 

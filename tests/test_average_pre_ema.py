@@ -54,7 +54,7 @@ def test_a_checkpoint_saved_before_the_averages_is_named_as_such(run, tmp_path, 
     r = runner.invoke(app, ["average", *(str(out / f"model.ckpt-{i}") for i in order),
                             *flags, "--out", str(tmp_path / "avg")])
     assert r.exit_code == 6, r.output
-    assert "model.ckpt-2: holds none of the 2 EMA average(s)" in r.output, r.output
+    assert "model.ckpt-2: holds none of the 2 EMA averages" in r.output, r.output
     assert "leave it out" in r.output and "different models" not in r.output
     assert not (tmp_path / "avg").exists()
 

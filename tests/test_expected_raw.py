@@ -53,7 +53,7 @@ def test_keras_archive_notes_the_weights_its_config_keeps_raw(frozen_norm, tmp_p
     assert code == 0, err
     flat = " ".join(err.split())
     assert WARNED not in flat and "warning:" not in flat, err
-    assert "note: 4 weight(s) have no EMA copy and keep their raw values, as config.json" \
+    assert "note: 4 weights have no EMA copy and keep their raw values, as config.json" \
         " explains" in flat, err
     assert "2 in layers it records frozen (trainable: false): body/kernel, body/bias" in flat
     assert "2 created with trainable=False by their layer's class: norm/mean, norm/variance" \
@@ -76,7 +76,7 @@ def test_a_file_without_config_keeps_the_warning(frozen_norm, tmp_path):
                             "--out", str(out)])
     assert code == 0, err
     flat = " ".join(err.split())
-    assert f"4 weight(s) {WARNED}" in flat and "as config.json explains" not in flat, err
+    assert f"4 weights {WARNED}" in flat and "as config.json explains" not in flat, err
     assert_npz_holds(out, truth)
 
 
@@ -131,4 +131,4 @@ def test_stated_trainable_leaving_out_a_trainable_layer_still_warns(eq_frozen, t
     assert code == 0, err
     doc = json.loads(text)
     assert doc["raw_expected"] == {}, doc
-    assert "2 weight(s) " + WARNED in " ".join(err.split()) and "c/kernel" in err, err
+    assert "2 weights " + WARNED in " ".join(err.split()) and "c/kernel" in err, err

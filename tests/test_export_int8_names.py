@@ -37,7 +37,7 @@ def test_integer_weights_are_exported_raw_with_a_note(saved, tmp_path):
     out = tmp_path / "x.npz"
     code, _, err = run_cli(["export", str(src), "--out", str(out), "--strict"])
     assert code == 0, err
-    assert "2 integer weight(s) keep their raw values" in err and "warning" not in err, err
+    assert "2 integer weights keep their raw values" in err and "warning" not in err, err
     with np.load(out) as z:
         assert sorted(z.files) == sorted(truth), z.files
         for k, v in truth.items():

@@ -393,7 +393,7 @@ def test_stats_keeps_an_intact_shadow_beside_its_corrupt_variable(case, corpus, 
     assert got["flags"] == ["drift: variable unreadable"], got
     assert (got["stats"]["min"], got["stats"]["max"]) == (truth.min(), truth.max())
     assert got["stats"]["mean"] == pytest.approx(truth.mean(), rel=1e-12)
-    assert "error: 1 tensor(s) could not be read" in err, err
+    assert "error: 1 tensor could not be read" in err, err
     assert len([ln for ln in err.splitlines() if ln.startswith("warning:")]) == 1, err
     code, out, err = run_cli(["stats", str(damaged)], capsys)  # the table: drift '-'
     row = next(ln for ln in out.splitlines() if ln.startswith(shadow + "\t")).split("\t")

@@ -45,7 +45,7 @@ def test_each_weight_is_listed_and_exported_once(exported, tmp_path):
         for name in z.files:
             assert z[name].tobytes() == truth[name].tobytes(), name
     code, _, err = run_cli(["export", str(out), "--out", str(tmp_path / "x.npz")])
-    assert code == 6 and f"any of its {len(truth)} weight(s)" in err, err
+    assert code == 6 and f"any of its {len(truth)} weights" in err, err
     code, stdout, err = run_cli(["stats", str(out), "--json"])
     assert code == 0, err
     keys = [t["key"] for t in json.loads(stdout)["tensors"]]

@@ -59,7 +59,7 @@ def test_list_and_export_count_the_same_weights(float8, capsys, tmp_path):
     assert code == 0, err
     said = out + err
     assert "6 of 6 weights have a shadow" in said, said
-    assert "18 weight(s) have no EMA copy and keep their raw values, as config.json explains" \
+    assert "18 weights have no EMA copy and keep their raw values, as config.json explains" \
         in said and "float8 scales and amax histories" in said, said
     code, doc, _ = run_cli(["list", path, "--json"], capsys)
     shown = {v["path"] for v in json.loads(doc)["variables"] if v["role"] == "weight"}
@@ -69,7 +69,7 @@ def test_list_and_export_count_the_same_weights(float8, capsys, tmp_path):
     code, out, err = run_cli(["export", path, "--not-swapped", "--out", str(npz)], capsys)
     assert code == 0, err
     assert "no EMA copy in the optimizer" not in err, err  # no longer a warning
-    assert "18 weight(s) have no EMA copy and keep their raw values, as config.json explains" \
+    assert "18 weights have no EMA copy and keep their raw values, as config.json explains" \
         in err, err
     with np.load(npz) as got:
         assert set(got.files) == set(truth), sorted(set(got.files) ^ set(truth))

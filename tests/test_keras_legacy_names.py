@@ -98,7 +98,7 @@ def test_list_marks_and_counts_the_candidates_the_names_allow():
         rows = [line for line in text.splitlines() if "\t?" in line or "\tof ?" in line]
         assert len(rows) == marked, (extra, text)
         summary = next(line for line in (text + err).splitlines() if "does not prove" in line)
-        assert "pairing of 8 weight(s) and 4 average(s) (marked '?'" in summary, summary
+        assert "pairing of 8 weights and 4 averages (marked '?'" in summary, summary
         assert (f"{hidden} of them not shown" in summary) == (hidden is not None), summary
 
 

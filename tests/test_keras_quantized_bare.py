@@ -168,7 +168,7 @@ def test_bare_quantized_raw_weights_are_named_quantized(bare, tmp_path):
     assert code == 0, err
     said = " ".join(err.split())
     assert "float8" not in said and "warning:" not in said, err
-    assert f"{len(frozen)} weight(s) have no EMA copy and keep their raw values: int8/int4-" \
+    assert f"{len(frozen)} weights have no EMA copy and keep their raw values: int8/int4-" \
         "quantized" in said, err
     assert sorted(json.loads(out)["raw_expected"]) == frozen
     code, out, err = run_cli(["list", str(path), "--not-swapped", "--use-ema"])

@@ -370,7 +370,7 @@ def test_custom_layer_state_is_refused_naming_the_layer(made, name, extra, tmp_p
                             str(out / name), "--out", str(tmp_path / "w.npz"),
                             *extra])
     assert code == 6, err
-    assert "layer(s) sc of" in err and "sc/0, sc/1" in err, err
+    assert "layer sc of" in err and "sc/0, sc/1" in err, err
     assert "save_own_variables" in err and "apply_keras_ema(model, path)" in err, err
     assert not (tmp_path / "w.npz").exists()
 

@@ -93,3 +93,19 @@ def test_one_tensor_counts_are_singular(tmp_path, capsys):
     assert "1 tensor is stored as float32" in text + err, text + err
     with np.load(out) as z:
         assert z["h"].tobytes() == truth["h"].tobytes()
+
+
+def test_list_counts_no_s_and_names_bn_statistics(capsys):
+    """review-30-user-u32 F1: a Keras 3 use_ema ``.keras`` (``fixtures/keras_ema``: fit() by
+    Keras 3, with a BatchNormalization) listed "2 weight(s) have no EMA copy" for the batch
+    norm's moving mean and variance, right under "6 of 6 weights have a shadow": no count is
+    written "(s)" any more, and the statistics are called what they are."""
+    from _corpus import FIXTURES
+
+    code, text, err = run_cli(["list", str(FIXTURES / "keras_ema" / "model.keras")], capsys)
+    said = " ".join((text + err).split())
+    assert code == 0, said
+    assert "(s)" not in said, said
+    assert ("EMA: 2 BN statistics (moving mean/variance) have no EMA copy and keep their raw "
+            "values, as config.json explains") in said, said
+    assert "bn/moving_mean, bn/moving_variance" in said and "2 weights have no" not in said

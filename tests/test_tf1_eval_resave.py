@@ -521,7 +521,7 @@ def test_fine_tune_resave_is_no_evaluation_graph(made, case, tmp_path):
         code, err = _export(out, case, *stated, dst=dst)
         assert code == 0 and said in err, err
         # the note counts every key it writes (r82 F1: ft_nontrain_w's counted fc/b alone)
-        assert stated[0] == "--raw" or "2 key(s) named as averages" in err, err
+        assert stated[0] == "--raw" or "2 keys named as averages" in err, err
         with np.load(dst) as z:
             assert sorted(z.files) == ["fc/b", "fc/w"], z.files
             for n in ("fc/b", "fc/w"):

@@ -228,7 +228,7 @@ def test_statement_notes_count_only_the_keys_read(made, case, options, prefix, c
                                "--out" if cmd == "export" else "-o", str(dst)])
     assert code == 0, err
     said = " ".join(err.split())
-    assert "2 key(s)" in said and "3 key(s)" not in said, said
+    assert "2 keys" in said and "3 keys" not in said, said
     pairs = json.loads(text)["stated_averages_only"]["pairs"]
     assert sorted(pairs) == [f"{prefix}{n}/ExponentialMovingAverage" for n in ("b", "w")], pairs
 

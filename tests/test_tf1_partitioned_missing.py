@@ -54,7 +54,7 @@ def test_a_partitioned_variable_missing_its_average_is_counted_once(made, tmp_pa
     dest = tmp_path / "w.npz"
     code, _, err = run_cli(["export", str(out), "--strict", "--out", str(dest)])
     assert code == 6 and not dest.exists(), err
-    assert "1 variable(s) have no average stored: w0;" in err and "w0, w0" not in err, err
+    assert "1 variable has no average stored: w0;" in err and "w0, w0" not in err, err
     assert ckpt_tools.ema_map(str(out)).missing == ("w0",)
     code, _, err = run_cli(["export", str(out), "--allow-missing", "--out", str(dest)])
     assert code == 0, err

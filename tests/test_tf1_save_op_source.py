@@ -412,7 +412,7 @@ def test_raw_export_says_a_saved_local_variable_is_left_out(made, tmp_path):
                             "--out", str(dst)])
     said = " ".join(err.split())
     assert code == 0, said
-    assert "left out 1 key(s)" in said and "lscale (a local variable)" in said, said
+    assert "left out 1 key" in said and "lscale (a local variable)" in said, said
     got = _exported(dst)
     assert sorted(got) == ["V", "W", "bn/moving_mean", "emb"], sorted(got)
     for name, v in got.items():

@@ -59,7 +59,7 @@ def test_masks_nothing_writes_are_exported_raw(saved, tmp_path):
     assert code == 0, err
     assert "averages of tensors" not in err, err
     said = " ".join(err.split())
-    assert "1 weight(s) keep their raw values: the .meta lists them outside " \
+    assert "1 weight keeps their raw values: the .meta lists them outside " \
            "trainable_variables" in said and "attn/mask" in said, said
     _same(tmp_path / "e.npz", avg)
     code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "r.npz"), "--raw"])

@@ -277,7 +277,7 @@ def test_list_says_the_keys_hold_raw_values(made):
     rows = {line.split("\t")[0]: line.split("\t")[-1] for line in text.splitlines()}
     assert rows["w/ExponentialMovingAverage"] == rows["b/ExponentialMovingAverage"] \
         == "raw value?"
-    assert "2 key(s) named as averages hold their variables' raw values" in said, said
+    assert "2 keys named as averages hold their variables' raw values" in said, said
     assert "lists the candidates" not in said and "does not prove" not in said, said
     # export's story, not a fact export then hedges: an evaluation graph re-saving the
     # averages writes the same keys, and the options that decide are named (u28 F1)
@@ -301,7 +301,7 @@ def test_restore_ema_leaves_out_the_raw_keys_of_a_training_vtr_saver(made, tmp_p
                                "--out", str(o), "--json"])
     assert code == 0, err
     said = " ".join(err.split())
-    assert "2 key(s) named as averages hold their variables' raw values and were not " \
+    assert "2 keys named as averages hold their variables' raw values and were not " \
            "written" in said, said
     assert sorted(json.loads(text)["dropped"]) == ["b/ExponentialMovingAverage",
                                                    "w/ExponentialMovingAverage"], text
@@ -342,7 +342,7 @@ def test_partitioned_and_never_averaged_raw_keys_are_refused(made, tmp_path, arg
     assert code == 6, err
     text = " ".join(err.split())
     assert len(err.strip().splitlines()) == 1, err
-    assert "3 key(s) named as averages hold their variables' raw values" in text, text
+    assert "3 keys named as averages hold their variables' raw values" in text, text
     assert not list(tmp_path.iterdir())
 
 
@@ -399,7 +399,9 @@ def test_list_marks_every_raw_key_whatever_the_ema_name(made, case, name):
     rows = {line.split("\t")[0]: line.split("\t") for line in text.splitlines()}
     for key in raw:
         assert rows[key][-1] == "raw value?" and rows[key][4] == "ema", rows[key]
-    assert f"{len(raw)} key(s) named as averages hold their variables' raw values" in said
+    keys = "1 key named as averages holds" if len(raw) == 1 else f"{len(raw)} keys named as " \
+        "averages hold"
+    assert f"{keys} their variables' raw values" in said, said
     assert "a Saver of the averages alone" not in said and "0 weights" not in said, said
     if case == "twoema":  # the second object's keys: real averages of unstored variables
         for v in ("w", "b"):

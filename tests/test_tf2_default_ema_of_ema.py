@@ -47,7 +47,7 @@ def saved(request, tmp_path_factory):
 def _said(err: str, stored: str) -> str:
     said = " ".join(err.split())
     assert "does not store" not in said and "did not track" not in said, said
-    assert "2 average(s) are averages of tensors this checkpoint stores as averages" in said
+    assert "2 averages are averages of tensors this checkpoint stores as averages" in said
     assert f"{stored} (ema/1)" in said, said
     return said
 

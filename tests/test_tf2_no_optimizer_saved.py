@@ -155,7 +155,7 @@ def test_another_optimizers_averages_beside_a_saved_one_are_refused(made, case, 
     assert code == 6 and not target.exists(), err
     text = " ".join(err.split())
     assert "no EMA copy in the optimizer" not in text, err
-    assert "2 weight(s) have no use_ema copy in the saved optimizer" in text, err
+    assert "2 weights have no use_ema copy in the saved optimizer" in text, err
     assert f"/{name}_e_kernel_average)" in text and "d_ema/0 (sgd_" in text, err
     assert "--allow-missing" in text, err
     code, _, err = run_cli(["export", str(out / case), "--not-swapped", "--allow-missing",

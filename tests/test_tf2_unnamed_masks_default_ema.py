@@ -57,7 +57,7 @@ def test_default_export_asks_only_the_default_averages_order(saved, tmp_path):
     code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "x.npz")])
     said = " ".join(err.split())
     assert code == 6, err
-    assert "2 average(s) cannot be paired" in said, said
+    assert "2 averages cannot be paired" in said, said
     assert "--apply-order trainable" in said, said
     assert "several default-named EMA objects" not in said, said
     assert "no --apply-order can pair them" not in said, said

@@ -76,7 +76,7 @@ def test_stated_name_alone_asks_only_fast_averages_order(saved, tmp_path):
                             "--out", str(tmp_path / "x.npz")])
     said = " ".join(err.split())
     assert code == 6, err
-    assert "2 average(s) cannot be paired" in said, said
+    assert "2 averages cannot be paired" in said, said
     assert "--apply-order trainable" in said, said
     assert "masks/0 may average" not in said, said
 

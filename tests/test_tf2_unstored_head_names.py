@@ -194,6 +194,6 @@ def test_stated_name_reads_orphans_and_raw_keeps_them(named_orphans, tmp_path):
     code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "r.npz"), "--raw"])
     assert code == 0, err
     said = " ".join(err.split())
-    assert "4 tensor(s) written as stored may be model weights or averages" in said, said
+    assert "4 tensors written as stored may be model weights or averages" in said, said
     with np.load(tmp_path / "r.npz") as z:
         assert len(z.files) == 6, z.files

@@ -184,7 +184,7 @@ def test_copies_beside_another_saved_optimizer_are_refused_then_allowed_raw(save
         text = " ".join(err.split())
         assert code == 6 and "Traceback" not in err, err
         assert "no EMA copy in the optimizer" not in text, err
-        assert "2 weight(s) have no use_ema copy in the saved optimizer" in text, err
+        assert "2 weights have no use_ema copy in the saved optimizer" in text, err
         assert "discriminator/layer_with_weights-0/kernel" in text, err
         assert "look like another optimizer's use_ema copies" in text, err
         assert f"{copy(i=0, w='kernel')} (Adam/average/e/kernel)" in text, err

@@ -82,7 +82,7 @@ def test_refusal_names_the_option_that_decides(made, tmp_path):
     line = _error(err)
     assert path in line and "--apply-order tracked" in line, line
     assert "apply_ema(model, path)" in line and "frozen" not in line, line
-    assert "4 average(s)" in line and "(and 1 more)" in line, line
+    assert "4 averages" in line and "(and 1 more)" in line, line
     # the statement's condition covers a subclass replacing its parent's layer in __init__,
     # which Keras visits last too (review-11-attack-r13 F1), not only build()
     assert "no layer attribute was assigned twice" in line, line

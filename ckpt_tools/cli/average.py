@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from ..restored_record import stated_record_said
-from ..wording import counted
+from ..wording import agreeing, counted, noun
 from ._common import (
     JsonOpt,
     NotSwappedOpt,
@@ -163,7 +163,8 @@ def average_command(
     out.wrote(result.prefix)
     if result.doubt_removed:  # an earlier average's copies, replaced (review-26-attack-r90 F4)
         names = ", ".join(os.path.basename(p) for p in result.doubt_removed)
-        out.note(f"note: --force removed {names} from --out: the graph(s) an earlier average "
+        out.note(f"note: --force removed {names} from --out: the "
+                 f"{noun(len(result.doubt_removed), 'graph')} an earlier average "
                  "of this output carried beside it (named in its record, "
                  f"{os.path.basename(result.prefix)}.carried.json)", always=True)
     if result.doubt_carried:  # the inputs' doubt, beside the output (review-25-attack-r87 F3)
@@ -179,7 +180,8 @@ def average_command(
         out.warning(w)
     if result.nonfinite:
         shown = ", ".join(result.nonfinite[:5]) + (" ..." if len(result.nonfinite) > 5 else "")
-        out.warning(f"{len(result.nonfinite)} averaged tensor(s) hold NaN or Inf (an input "
+        out.warning(f"{counted(len(result.nonfinite), 'averaged tensor')} "
+                    f"{agreeing(len(result.nonfinite), 'holds', 'hold')} NaN or Inf (an input "
                     f"held them, or inf + -inf, which averages to NaN as in NumPy): {shown}")
     unproven = _unproven(result.newest) if ema and not bake else None
     if unproven is not None:  # what the shadow keys hold is unproven (s28d "Left"): said

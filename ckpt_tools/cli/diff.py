@@ -157,7 +157,7 @@ def diff_command(
         _print(out, report, paths, changed_only)
     bad = report.unreadable
     if bad:
-        raise CorruptCheckpointError(f"{len(bad)} tensor(s) could not be read; first: "
+        raise CorruptCheckpointError(f"{counted(len(bad), 'tensor')} could not be read; first: "
                                      f"{bad[0].error}")
 
 

@@ -18,7 +18,7 @@ from ..checkpoint import open_checkpoint
 from ..errors import OptionError
 from ..listing import Listing, list_names, list_variables, short_collection
 from ..lookup_tables import table_totals
-from ..raw_named_said import IF_TRAINED, RAW_MARK, readings_said
+from ..raw_named_said import RAW_MARK, if_trained, readings_said
 from ..restored_mark import MARKED
 from ..restored_record import has_record as has_restored_record
 from ..roles import ROLES
@@ -312,7 +312,8 @@ def _summary(out: Output, listing: Listing) -> None:
     if raw_rows:  # what map's refusal says of them, not an undecided pairing (u22 F2)
         hidden = len(raw_rows) - sum(1 for v in shown if v.name in raw)
         # the words export's refusal uses: one story (review-26-user-u28 F1)
-        out.summary(f"EMA: {len(raw_rows)} key(s) named as averages {IF_TRAINED} (marked "
+        out.summary(f"EMA: {counted(len(raw_rows), 'key')} named as averages "
+                    f"{if_trained(len(raw_rows))} (marked "
                     f"'{RAW_MARK}'{f'; {hidden} of them not shown here' if hidden else ''}), "
                     f"as a Saver built from ema.variables_to_restore() writes them; "
                     f"{readings_said(listing.raw_offer)} ('ckpt map' says why)")
@@ -330,8 +331,9 @@ def _summary(out: Output, listing: Listing) -> None:
         # the rows marked '?' above, counted by the same test (not every variable with
         # candidates: a proven ✓ or "of X" row is not open); a filter may hide some
         averages = sum(1 for v in open_rows if v.role == "ema")
-        parts = [f"{len(open_rows) - averages} weight(s)" if len(open_rows) > averages else "",
-                 f"{averages} average(s)" if averages else ""]
+        parts = [counted(len(open_rows) - averages, "weight")
+                 if len(open_rows) > averages else "",
+                 counted(averages, "average") if averages else ""]
         hidden = len(open_rows) - sum(1 for v in shown if _open(v) and v.name not in raw)
         option = listing.decides
         decide = f"pass {option} to decide" if option else "no option decides"
@@ -349,14 +351,16 @@ def _summary(out: Output, listing: Listing) -> None:
             out.summary(f"EMA: the file does not prove which averages to use: pass {option} "
                         "to decide ('ckpt map' says why)")
         if lone and not listing.unproven:  # another object's averages (no Saver of them alone)
-            out.summary(f"EMA: {lone} average(s) of variables the checkpoint does not store: "
+            out.summary(f"EMA: {counted(lone, 'average')} of variables the checkpoint does not "
+                        "store: "
                         "'ckpt restore-ema' writes them under their variables' names")
         if listing.with_shadow:
             out.summary(f"EMA: {listing.with_shadow} of {listing.expected} weights "
                         f"{agreeing(listing.with_shadow, 'has', 'have')} a proven shadow")
         return
     if lone:  # a TF1 Saver of the averages alone, proven by its .meta
-        out.summary(f"EMA: {lone} average(s) of variables the checkpoint does not store (a "
+        out.summary(f"EMA: {counted(lone, 'average')} of variables the checkpoint does not store "
+                    "(a "
                     "Saver of the averages alone): 'ckpt restore-ema' writes them under their "
                     "variables' names")
     what = "weights and BN statistics" if "bn_stat" in listing.averaged_roles else "weights"
@@ -396,7 +400,8 @@ def _summary(out: Output, listing: Listing) -> None:
     elif listing.with_shadow:
         swap = "not_swapped" in listing.assumed  # refused by the commands that use them
         others = [a for a in listing.assumed if a != "not_swapped"]
-        out.summary(f"EMA: {listing.with_shadow} of {listing.expected} {what} have a shadow ("
+        out.summary(f"EMA: {listing.with_shadow} of {listing.expected} {what} "
+                    f"{agreeing(listing.with_shadow, 'has', 'have')} a shadow ("
                     + ("unproven: whether the file was saved swapped decides; --not-swapped "
                        "or --raw, see the note" if swap else
                        "the weights equal them bit for bit: use the file as it is"

@@ -21,6 +21,7 @@ from ..checkpoint import Checkpoint, open_checkpoint
 from ..errors import CorruptCheckpointError, UnprovenPairingError, VariableNotFoundError
 from ..keras_assumed import refuse_assumed
 from ..stats import NO_DRIFT, StatsRecord, checkpoint_stats, select_keys
+from ..wording import agreeing, counted
 from ._common import (
     FitOrderOpt,
     GrepOpt,
@@ -261,7 +262,9 @@ def stats_command(
             paired = [k for k in names if k not in unpaired]
             unproven = {"option": "--not-swapped", "reason": str(exc)}
             # a user EMA's averages too: their drift is from the weights a swap replaces
-            out.note(f"note: {len(unpaired)} average(s) shown have no drift ('?'): drift is "
+            out.note(f"note: {counted(len(unpaired), 'average')} shown "
+                     f"{agreeing(len(unpaired), 'has', 'have')} no drift ('?'): drift "
+                     "is "
                      "measured from the weights, and the file does not show whether it was "
                      "saved after SwapEMAWeights swapped the optimizer's EMA copies into them; "
                      "pass --not-swapped if it was not (--strict refuses instead)")
@@ -272,7 +275,9 @@ def stats_command(
             # opened past its graphs' doubt (defer_unknown): no candidates, map refuses
             # with this reason (s28c "Left")
             unknown = getattr(ckpt, "meta_unknown", None) is not None
-            out.note(f"note: {len(unpaired)} average(s) shown have no drift ('?'): the file "
+            out.note(f"note: {counted(len(unpaired), 'average')} shown "
+                     f"{agreeing(len(unpaired), 'has', 'have')} no drift ('?'): the "
+                     "file "
                      "does not prove which variable each averages; "
                      f"{f'pass {option} to decide' if option else 'no option decides'} "
                      + ("('ckpt map' says why)" if unknown else
@@ -307,7 +312,7 @@ def stats_command(
                 out.note(f"no tensor flagged ({len(names)} checked: no NaN/Inf, no drift above "
                          f"{drift:g}, no read error)")
     if errors:
-        raise CorruptCheckpointError(f"{len(errors)} tensor(s) could not be read; first: "
+        raise CorruptCheckpointError(f"{counted(len(errors), 'tensor')} could not be read; first: "
                                      f"{errors[0]}")
 
 

@@ -17,6 +17,7 @@ from ..errors import (
     CorruptCheckpointError,
     UnsupportedFormatError,
 )
+from ..wording import counted
 from . import dtypes
 from ._io import (
     close_map,
@@ -330,7 +331,7 @@ class BundleReader(TensorReads):
         if shard_id < 0 or shard_id >= self.num_shards or offset < 0 or size < 0:
             raise CorruptCheckpointError(
                 f"entry {name!r} points at shard {shard_id} offset {offset} size {size}, "
-                f"outside the {self.num_shards} shard(s)", path=self.index_path)
+                f"outside the {counted(self.num_shards, 'shard')}", path=self.index_path)
         slices = tuple([self._slice(raw, len(shape), key) for raw in raw_slices]
                        ) if raw_slices else ()
         return bundle_entry(name, dtype, shape, shard_id, offset, size, crc32c, slices)

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ..errors import CheckpointNotFoundError, OutputError
+from ..wording import counted
 from . import remote_s3
 from .remote import normalize, session, url_join
 from .remote_errors import deadline, translate
@@ -374,7 +375,7 @@ def _after_breaking(fs, dir_path: str, shown: str, lock_url: str, owner, alive: 
         aborted, failed = [], f"; its unfinished multipart uploads could not be listed ({exc})"
     else:
         failed = ""
-    uploads = (f"; aborted {len(aborted)} unfinished multipart upload(s) it left: "
+    uploads = (f"; aborted {counted(len(aborted), 'unfinished multipart upload')} it left: "
                f"{', '.join(aborted)}" if aborted else "")
     _note(f"{shown}: broke {describe(owner, lock_url)} ({why}; --force){uploads}{failed}")
 

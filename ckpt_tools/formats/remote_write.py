@@ -9,6 +9,7 @@ import os
 import re
 
 from ..errors import CheckpointError, CheckpointNotFoundError, OutputError, add_left_behind
+from ..wording import agreeing, counted
 from . import remote_s3
 from ._write import pause_point, shadowed_checkpoint
 from .remote import normalize, session, url_join
@@ -282,7 +283,8 @@ def left_behind(directory: str, removed: list[str], written: list[str]) -> str:
                 f"{url_join(directory, prefix)} reads as missing (never as a mix of old "
                 "and new) until a rerun completes")
     if written:
-        return (f"; {len(written)} new object(s) were uploaded but not the .index that "
+        return (f"; {counted(len(written), 'new object')} {agreeing(len(written), 'was', 'were')} "
+                "uploaded but not the .index that "
                 "commits the checkpoint, so no checkpoint reads them (the output reads as "
                 "missing)")
     return "; nothing was uploaded"

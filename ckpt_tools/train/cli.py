@@ -49,6 +49,7 @@ from ..errors import (
     OutputError,
     RecordedStatementWarning,
 )
+from ..wording import counted
 from . import distributed
 from .common import (
     DEFAULT_EMA_DECAY,
@@ -286,7 +287,7 @@ def train_command(
     out.prose(  # wrapped at spaces on a terminal, never inside a word
         f"{result.checkpoint}  global_step={result.global_step}  "
         f"loss={_fmt(result.final_loss)}  {result.examples_per_sec:,.0f} examples/sec "
-        f"on {result.num_devices} device(s)"
+        f"on {counted(result.num_devices, 'device')}"
     )
 
 

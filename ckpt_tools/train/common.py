@@ -13,6 +13,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..wording import counted
+
 APIS = ("v1", "tf2", "keras")
 STRATEGIES = ("auto", "mirrored", "multiworker", "default", "parameter-server")
 
@@ -331,8 +333,8 @@ class ClusterConfig:
         hosts = self.ps_hosts if self.job_name == "ps" else self.worker_hosts
         if not 0 <= self.task_index < len(hosts):
             raise TrainUsageError(
-                f"--task-index {self.task_index} is out of range for {len(hosts)} "
-                f"{self.job_name} host(s)"
+                f"--task-index {self.task_index} is out of range for "
+                f"{counted(len(hosts), self.job_name + ' host')}"
             )
         for host in (*self.ps_hosts, *self.worker_hosts):
             name, _, port = host.rpartition(":")

@@ -9,6 +9,7 @@ import sys
 import tempfile
 
 from ..cli._output import Output
+from ..wording import counted
 from .common import TrainError
 
 
@@ -88,7 +89,7 @@ def tower_devices(num_gpus: int) -> list[str]:
         return ["/cpu:0"] * max(1, num_gpus)
     count = num_gpus or gpus
     if count > gpus:
-        raise TrainError(f"--num-gpus {count}: only {gpus} GPU(s) visible")
+        raise TrainError(f"--num-gpus {count}: only {counted(gpus, 'GPU')} visible")
     return [f"/gpu:{i}" for i in range(count)]
 
 
@@ -111,7 +112,7 @@ def replica_devices(num_gpus: int) -> list[str]:
     if gpus:
         count = num_gpus or gpus
         if count > gpus:
-            raise TrainError(f"--num-gpus {count}: only {gpus} GPU(s) visible")
+            raise TrainError(f"--num-gpus {count}: only {counted(gpus, 'GPU')} visible")
         return [f"/gpu:{i}" for i in range(count)]
     count = max(1, num_gpus)
     cpu = tf.config.list_physical_devices("CPU")[0]

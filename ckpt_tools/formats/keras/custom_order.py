@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from ...wording import noun
 from .optimizer_slots import FLOATS
 
 TYPE_CHECKING = False
@@ -181,7 +182,8 @@ def note_loose_layers(lay) -> None:
             layers.setdefault(lay.paths.get(k, k).rsplit("/", 1)[0], []).append(k)
     name, keys = next(iter(layers.items()))
     lay.notes.append(
-        f"layer(s) {', '.join(layers)} of {lay.loose[keys[0]]} may store their variables "
+        f"{noun(len(layers), 'layer')} {', '.join(layers)} of {lay.loose[keys[0]]} may store "
+        "their variables "
         f"({', '.join(lay.paths.get(k, k) for k in keys)}) in another order than they create "
         "them (save_own_variables), trainable ones or not first, so their EMA copies are not "
         "paired from the file: apply_keras_ema(model, path) with the live model pairs them; or "

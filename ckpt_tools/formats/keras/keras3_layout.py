@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 
-from ...wording import agreeing, counted
+from ...wording import agreeing, counted, noun
 from .custom_order import mark_loose, note_loose_layers
 from .layer_names import distinct_paths, name_vars
 from .layout import KerasLayout
@@ -175,7 +175,7 @@ def analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
                  or _owner_of(e.extra.get("owner"), lay.attached) is not None]
     if lay.attached:
         lay.notes.append(
-            f"the model keeps {len(lay.attached)} optimizer(s) as attributes ("
+            f"the model keeps {counted(len(lay.attached), 'optimizer')} as attributes ("
             + ", ".join(f"{a} ({n})" for a, n in lay.attached.items())
             + "): which weights each was built with is not recorded in a Keras weight file, "
             "so their variables (EMA copies with use_ema=True) are not paired from it; "
@@ -240,7 +240,8 @@ def analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
         # Keras saves a LoRA layer's kernel merged with a_raw @ b_raw and not its factors:
         # no --trainable (nor apply_keras_ema) can give base + a_ema @ b_ema from this file.
         lay.notes = [n for n in lay.notes if "apply_keras_ema" not in n] + [
-            f"layer(s) {', '.join(lora[:4])} have LoRA enabled (lora_rank in config.json): "
+            f"{noun(len(lora), 'layer')} {', '.join(lora[:4])} "
+            f"{agreeing(len(lora), 'has', 'have')} LoRA enabled (lora_rank in config.json): "
             "Keras saves their kernel merged with the LoRA update and not its factors, so the "
             "EMA copies cannot be paired with weights they apply to from this file (no "
             "--trainable fits, and "

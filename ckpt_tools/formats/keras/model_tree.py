@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ...wording import noun
 from .custom_order import custom_class
 from .layer_names import BN, CELL_NAMES, FIXED_SUBLAYERS, FROZEN_CLASSES, VAR_NAMES
 from .optimizer_slots import FLOATS
@@ -180,7 +181,8 @@ def _order(node: Node, model, notes) -> None:
         child.frozen = node.frozen
     lost = [c for c in node.ordered if c.path.rsplit("/", 1)[-1] not in by_name and holds(c)]
     if by_name and lost:  # never place a layer config.json does not list by a guess
-        notes.append(f"config.json does not list the layer(s) {', '.join(c.path for c in lost)}"
+        notes.append(f"config.json does not list the {noun(len(lost), 'layer')} "
+                     f"{', '.join(c.path for c in lost)}"
                      "; EMA copies there are paired by shape only")
         node.bag, node.ordered = node.ordered + node.bag, []
     elif by_name:

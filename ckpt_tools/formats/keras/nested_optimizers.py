@@ -10,7 +10,7 @@ build time) is not paired here: where an inner optimizer ran with ``use_ema=True
 
 from __future__ import annotations
 
-from ...wording import agreeing, counted
+from ...wording import agreeing, counted, noun
 
 _NESTED = "optimizer/optimizers/"
 
@@ -68,12 +68,13 @@ def refuse_nested(lay, entries) -> None:
     if recorded:
         lay.use_ema, lay.ema_source = True, "config"
         lay.ema_evidence = (f"config.json: the {lay.optimizer or 'optimizer'}'s nested "
-                            f"optimizer(s) {', '.join(names)} ran with use_ema=True")
-        said = f"optimizer(s) {', '.join(names)} with use_ema=True (config.json)"
+                            f"{noun(len(names), 'optimizer')} {', '.join(names)} ran with "
+                            "use_ema=True")
+        said = f"{noun(len(names), 'optimizer')} {', '.join(names)} with use_ema=True (config.json)"
     else:
         lay.use_ema, lay.ema_source = None, "layout"
         lay.ema_evidence = "nested optimizers; no config.json records their use_ema"
-        said = (f"optimizer(s) {', '.join(names)} (a MultiOptimizer; a bare "
+        said = (f"{noun(len(names), 'optimizer')} {', '.join(names)} (a MultiOptimizer; a bare "
                 ".weights.h5 does not record their use_ema)")
     lay.notes[:] = [n for n in lay.notes if not n.startswith("cannot tell whether")
                     and "variables of nested optimizers" not in n]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 
+from ...wording import noun
 from .optimizer_slots import expand, pair, spec
 from .quantized import INT_QUANTIZED
 
@@ -145,7 +146,8 @@ def _custom_note(lay, cands: list[str]) -> str:
             "not record: GPTQ/AWQ the bias, quantized_kernel, kernel_scale, g_idx, int8 the "
             "kernel, bias, kernel_scale; only the bias is trainable")
     return (f", nor which weights of {'custom ' if set(custom) == set(layers) else ''}"
-            f"layer(s) {words} are non-trainable ({rule})"
+            f"{noun(len(layers), 'layer')} {words} are "
+            f"non-trainable ({rule})"
             + ("; Keras' SpectralNormalization keeps its wrapped layer's kernel as its own "
                "weight too, so that variable is stored twice and averaged once"
                if tied else ""))

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ...wording import noun
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .model_tree import Node
@@ -95,7 +97,8 @@ def note_nested(lay, root: Node) -> None:
         return
     names = ", ".join(n for n, _ in nested[:4]) + (" ..." if len(nested) > 4 else "")
     lay.notes.append(
-        f"{open_[0]} and the other open copies: the model holds nested model(s) {names} as "
+        f"{open_[0]} and the other open copies: the model holds nested "
+        f"{noun(len(nested), 'model')} {names} as "
         "attributes (a subclassed model); Keras saves each layer once, under the attribute "
         "whose name sorts first, while the optimizer was built in the model's own tracking "
         "order (the order its __init__ assigned the sublayers), so the order the file stores "

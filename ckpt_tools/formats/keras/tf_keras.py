@@ -323,12 +323,14 @@ def _built_with(lay, entries, rest, use_ema, slot_names, stated=None) -> list[st
     if stated:
         lay.notes.append(
             f"the {len(stated)} weights stated with --trainable do not fit the {len(rest)} "
-            "tf_keras optimizer variables (one average" + (f" and {per} slot(s)" if per else "")
+            "tf_keras optimizer variables (one "
+            "average" + (f" and {counted(per, 'slot')}" if per else "")
             + " per weight): state every weight the optimizer was built with, in model order")
         return []
     lay.notes.append(
         f"the {len(rest)} tf_keras optimizer variables do not fit one average"
-        + (f" and {per} slot(s)" if per else "") + f" per weight it may have been built with "
+        + (f" and {counted(per, 'slot')}" if per else "")
+        + " per weight it may have been built with "
         f"({len(now)} {'trainable at save' if lay.configured else 'weights in the file'}"
         + (f", {len(every)} with the layers frozen since" if every != now else "")
         + "): EMA copies cannot be paired from the file; apply_keras_ema(model, path) with the "

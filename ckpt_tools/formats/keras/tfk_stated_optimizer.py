@@ -13,6 +13,8 @@ shapes); anything else is exit 6 naming ``--optimizer``.
 
 from __future__ import annotations
 
+from ...wording import counted
+
 # The way out every refusal of an unproven Keras optimizer layout ends with: the saves that
 # record the layout, and the raw weights (keras_layout_values.refuse_unproven_layout too).
 RECORDED_SAVES = ("or save a tf.train.Checkpoint(model=model, optimizer=optimizer) or "
@@ -92,7 +94,8 @@ def refuse_count(lay, rest: int, weights: int, per: int, why: str = "") -> None:
     raise UnprovenPairingError(
         f"--optimizer {shown(lay.stated_optimizer)} was stated: that tf_keras class with those "
         f"options (others default) and use_ema=True gives {gives} optimizer variables for the "
-        f"{weights} weights it was built with (iteration, one average and {per} slot(s) each, "
+        f"{weights} weights it was built with (iteration, one average and {counted(per, 'slot')} "
+        "each, "
         f"in its build order), the file has {lay.ema_offset + rest}"
         + (f" ({why})" if why else "")
         + ": state the class and options the run used (a custom optimizer, e.g. one that "
