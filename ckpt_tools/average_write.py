@@ -14,6 +14,7 @@ from . import roles as R
 from .average_carried import record_name, removable, write_record
 from .average_doubt import carry_doubt, doubt_to_carry
 from .average_graphs import refuse_disagreeing_graphs
+from .average_layouts import refuse_resumed_layouts
 from .average_unknown import check_unknown_carried, unknown_to_carry
 from .checkpoint import Checkpoint
 from .emamap import ema_map, proven_pairs
@@ -126,6 +127,7 @@ def bytes_to_count(ckpts: list[Checkpoint], upload: bool) -> int:
 def check_compatible(ckpts: list[Checkpoint]) -> None:
     newest = ckpts[-1]
     want = newest.entries()
+    refuse_resumed_layouts(ckpts)  # before "saved before the averages were kept?" (r113 F3)
     for ckpt in ckpts[:-1]:
         have = ckpt.entries()
         _refuse_without_averages(ckpt, newest, sorted(set(want) - set(have)))

@@ -402,6 +402,19 @@ def test_tf2_resume_reads_the_averages_of_a_run_saved_before_016f6d0(tf2_run, tm
         np.testing.assert_allclose(after, decay * before + (1 - decay) * weight,
                                    rtol=1e-5, atol=1e-6, err_msg=name)
 
+    # averaging across the resume point is refused for its real cause, the two layouts (it
+    # said ckpt-40 held none of the averages: review-31-attack-r113 F3), with or without --ema
+    ckpt40, ckpt41 = (str(tmp_path / "old" / f"ckpt-{n}") for n in (40, 41))
+    for opts in ((), ("--ema",), ("--ema", "--bake", "--ema-name", "ExponentialMovingAverage")):
+        result = _invoke("average", *opts, ckpt40, ckpt41, "-o", str(tmp_path / "avg"))
+        assert result.exit_code == 6, (opts, result.output)
+        line = " ".join(result.output.split())
+        assert "saved before the averages were kept" not in line, line
+        assert f"(ema/conv1/BatchNorm/beta in {ckpt40}, ema/conv1.SBatchNorm.Sbeta in " \
+            f"{ckpt41}): ckpt train --api tf2's layouts before and after 016f6d0" in line, line
+        assert f"the newest of the older layout given: {ckpt40}; of the current: {ckpt41}" \
+            in line, line
+
 
 def test_tf2_resume_of_an_unknown_averages_layout_is_refused(tf2_run, tmp_path):
     """Averages in neither layout (here a list) stay "cannot resume", naming both layouts."""
