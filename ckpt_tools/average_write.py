@@ -294,7 +294,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
             ckpts, prefix, source_of, to_average, progress, stage.shown,
             average_mark(ckpts, carry, unknown, bake, newest.with_meta(use_meta), unread,
                          bake and rewrites_misleading(newest.with_meta(use_meta), source_of,
-                                                      to_average)))
+                                                      to_average), source_of))
         carried: list[str] = []
         records: list[str | None] = []
         if saved_model:
@@ -331,7 +331,8 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
 
 def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
                  copied: Checkpoint | None = None, unread: str | None = None,
-                 rewritten: bool = False) -> dict | None:
+                 rewritten: bool = False,
+                 source_of: dict[str, str] | None = None) -> dict | None:
     """The mark (:mod:`~ckpt_tools.tools_mark`) the average of ``ckpts`` carries inside its
     bundle: the doubting graphs ``carry`` (or the inputs whose graphs are ``unknown``) beside
     its inputs, which the sidecar record and carried copies lose with any rename or copy of
@@ -345,7 +346,11 @@ def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
     doubting the inputs' names: :func:`~ckpt_tools.no_meta_mark.silenced`); and every
     input's own mark. ``rewritten``: ``--bake`` wrote a proven average's mean under every
     key the inputs' own graph shows misleading (:func:`~ckpt_tools.own_graph_mark.
-    rewrites_misleading`), so their own-graph doubt no longer holds (review-30-attack-r110 F2).
+    rewrites_misleading`), so their own-graph doubt no longer holds (review-30-attack-r110 F2);
+    the inputs' carried ``names_doubted`` neither, where each was read through the graph its
+    mark records and every key of the output (``source_of``: key -> the key averaged into
+    it) holds by it what its name says (:func:`~ckpt_tools.doubt_lifted.carried_disproved`:
+    review-31-attack-r114 F1).
 
     Returns:
         `dict`, or ``None`` where there is nothing to say.
@@ -370,6 +375,11 @@ def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
     if bake and unread:
         stated["no_meta"] = True
     mark = output_mark(ckpts, stated, doubted, "ckpt average")
+    if rewritten and carried is None and source_of is not None and copied is not None:
+        from .doubt_lifted import carried_disproved, drop_carried
+
+        if carried_disproved(ckpts, copied, source_of):
+            mark = drop_carried(mark)
     # the graph written beside it (_copy_meta; a SavedModel's saved_model.pb, copied whole),
     # by bytes, where it was read for the pairing; none: no input's digest is kept
     graph = None if copied is None or copied.meta_unread else (

@@ -332,7 +332,8 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
         graph = prefix + ".meta" if prefix + ".meta" in files else None
         if not state_file and not ckpt.meta_unread:
             graph = ckpt.location.saved_model
-        add_mark(writer, written_mark(ckpt, read, unread, graph, own_doubt(ckpt, source_of)))
+        add_mark(writer, written_mark(ckpt, read, unread, graph, own_doubt(ckpt, source_of),
+                                      source_of))
         files += writer.finish()
     if state_file:  # a checkpoint (not a SavedModel's variables/): the statements it needs
         record = write_record(prefix, _stated_for(ckpt, prefix + ".meta" in files, read),
@@ -368,7 +369,8 @@ def own_doubt(ckpt: Checkpoint, source_of: dict[str, str]) -> dict | None:
 
 
 def written_mark(ckpt: Checkpoint, read=None, unread: str | None = None,
-                 graph: str | None = None, own: dict | None = None) -> dict | None:
+                 graph: str | None = None, own: dict | None = None,
+                 source_of: dict[str, str] | None = None) -> dict | None:
     """The mark (:mod:`~ckpt_tools.tools_mark`) restore-ema's output of ``ckpt`` carries in
     its bundle: the statements it was read under (``--averages-only``, ``--saver-def-wrote``,
     ``--not-swapped`` stated by the user; ``--no-meta`` where it left ``unread``
@@ -385,6 +387,10 @@ def written_mark(ckpt: Checkpoint, read=None, unread: str | None = None,
         unread: what ``--no-meta`` left unread (:func:`~ckpt_tools.no_meta_mark.silenced`).
         graph: the graph file written beside the output as its own (``None``: none).
         own: the input's own graph's doubt the output keeps (:func:`own_doubt`).
+        source_of: each key -> the key whose value it gets: where the input, read through
+            the graph its mark records, shows every key of the output then holds what its
+            name says, the carried ``names_doubted`` is dropped
+            (:func:`~ckpt_tools.doubt_lifted.carried_disproved`: review-31-attack-r114 F1).
 
     Returns:
         `dict`, or ``None`` where there is nothing to say.
@@ -400,6 +406,10 @@ def written_mark(ckpt: Checkpoint, read=None, unread: str | None = None,
     mark = output_mark([ckpt], stated, None if stated else own, "ckpt restore-ema")
     if names_doubted(mark) is None:
         return mark
+    from .doubt_lifted import carried_disproved, drop_carried
+
+    if source_of is not None and not own and carried_disproved([ckpt], ckpt, source_of):
+        return drop_carried(mark)
     from .own_graph_mark import graph_digest
 
     return graph_written(mark, graph_digest(graph) if graph else None)

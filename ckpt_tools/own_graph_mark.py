@@ -69,13 +69,14 @@ def _graph_tables(ckpt) -> tuple | None:
     return owner, suffixes, names
 
 
-def misleading_left(ckpt, source_of: dict[str, str]) -> bool:
+def misleading_left(ckpt, source_of: dict[str, str], every: bool = False) -> bool:
     """Whether an output that writes under each key ``k`` of the TF1 checkpoint ``ckpt`` the
     value of key ``source_of.get(k, k)`` (a bake: restore-ema, ``average --ema --bake``) keeps
     a key whose name, by ``ckpt``'s own graph's save op, says another role than what it then
     holds. A plain name holding its own variable's average is a baked output's convention, not
     a misleading name. ``net/W/fast`` left holding ``slow``'s average of ``W`` misleads
-    (review-31-attack-r114 F2, F3).
+    (review-31-attack-r114 F2, F3). ``every``: each key the save op wrote is checked, not
+    only those it renamed (a key written from a renamed one: review-31-attack-r114 F1).
 
     Returns:
         `bool` (``True`` where the graph cannot tell: no single save op, or renamed keys and
@@ -96,7 +97,7 @@ def misleading_left(ckpt, source_of: dict[str, str]) -> bool:
     if tables is None:
         return True
     return not all(_holds_as_named(k, written.get(source_of.get(k, k)), written, *tables)
-                   for k in renamed)
+                   for k in (written if every else renamed))
 
 
 def _holds_as_named(key: str, now: set[str] | None, written: dict[str, set[str]],

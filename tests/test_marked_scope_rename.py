@@ -140,3 +140,22 @@ def test_a_bake_leaving_another_objects_average_under_a_name_is_marked(made, tmp
                             "--out", str(tmp_path / "c.npz")])
     assert code == 6 and KEY in " ".join(err.split()), err
     assert not (tmp_path / "c.npz").exists()
+
+
+def test_a_rescoped_bake_of_a_marked_crossing_average_stays_marked(made, tmp_path):
+    """review-31-attack-r114 F1's lift of a carried mark needs every key to hold what its
+    name says: restore-ema --strip-scope of the crossing Saver's marked average leaves
+    ``W/fast`` holding slow's average, so the output keeps the mark and is refused, not read
+    as fast's."""
+    out, _ = made
+    run = out / "objects_crossed_renamed"
+    code, _, err = run_cli(["average", str(run / "model.ckpt-3"), str(run / "model.ckpt-2"),
+                            "--out", str(tmp_path / "a")])
+    assert code == 0, err
+    code, _, err = run_cli(["restore-ema", str(tmp_path / "a/model.ckpt-3"), "--ema-name",
+                            "fast", "--strip-scope", "net/", "--out", str(tmp_path / "r")])
+    assert code == 0, err
+    code, _, err = run_cli(["export", str(tmp_path / "r/model.ckpt-3"), "--ema-name", "fast",
+                            "--out", str(tmp_path / "r.npz")])
+    assert code == 6 and KEY in " ".join(err.split()), err
+    assert not (tmp_path / "r.npz").exists()
