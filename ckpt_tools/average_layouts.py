@@ -60,29 +60,38 @@ def layouts(ckpt: Checkpoint, newest: Checkpoint) -> tuple[str, str] | None:
     return None
 
 
+def _named(ckpts: list[Checkpoint]) -> str:
+    shown = ", ".join(c.path for c in ckpts[:3])
+    return shown + (f" and {len(ckpts) - 3} more" if len(ckpts) > 3 else "")
+
+
 def refuse_resumed_layouts(ckpts: list[Checkpoint]) -> None:
     """Refuses inputs that keep ``ckpt train``'s averages in its two layouts (a run resumed
-    across 016f6d0), naming the newest input of each layout and what to do.
+    across 016f6d0), naming the inputs of each layout and what to do. It runs before the
+    newest input is chosen (as the other "different models" checks do), so it names each
+    layout's inputs as given, not one newest of each.
 
     Args:
-        ckpts: the inputs, oldest first (the newest last).
+        ckpts: the inputs, as given.
 
     Raises:
-        EmaError: some input keeps the averages in the other layout than the newest.
+        EmaError: some input keeps the averages in the other layout than the last one.
     """
-    newest = ckpts[-1]
-    found = [(ckpt, pair) for ckpt in ckpts[:-1] if (pair := layouts(ckpt, newest))]
+    last = ckpts[-1]
+    found = [(ckpt, pair) for ckpt in ckpts[:-1] if (pair := layouts(ckpt, last))]
     if not found:
         return
-    last_other, (theirs, mine) = found[-1]  # the newest input in the other layout
-    by_layout = {mine: newest, theirs: last_other}
-    old, new = by_layout[OLDER], by_layout[CURRENT]
-    example = sorted(set(old.entries()) - set(new.entries()))[0]
+    theirs, mine = found[0][1]
+    keys = set(last.entries())
+    groups = {mine: [c for c in ckpts if set(c.entries()) == keys],
+              theirs: [c for c, _pair in found]}
+    old, new = groups[OLDER], groups[CURRENT]
+    example = sorted(set(old[0].entries()) - set(new[0].entries()))[0]
     raise EmaError(
-        f"{last_other.path} and {newest.path} keep the EMA averages under different keys "
-        f"({example[:-len(VALUE)]} in {old.path}, {_current_key(example)[:-len(VALUE)]} in "
-        f"{new.path}): ckpt train --api tf2's layouts before and after 016f6d0 (the run was "
+        f"{old[0].path} and {new[0].path} keep the EMA averages under different keys "
+        f"({example[:-len(VALUE)]} in {old[0].path}, {_current_key(example)[:-len(VALUE)]} in "
+        f"{new[0].path}): ckpt train --api tf2's layouts before and after 016f6d0 (the run was "
         f"resumed across versions), and averages are matched by key; average the checkpoints "
-        f"of each layout among themselves (the newest of the older layout given: {old.path}; "
-        f"of the current: {new.path}); export and eval take either (the older with "
+        f"of each layout among themselves (the older layout: {_named(old)}; the current: "
+        f"{_named(new)}); export and eval take either (the older with "
         f"--ema-name ExponentialMovingAverage)")

@@ -412,8 +412,7 @@ def test_tf2_resume_reads_the_averages_of_a_run_saved_before_016f6d0(tf2_run, tm
         assert "saved before the averages were kept" not in line, line
         assert f"(ema/conv1/BatchNorm/beta in {ckpt40}, ema/conv1.SBatchNorm.Sbeta in " \
             f"{ckpt41}): ckpt train --api tf2's layouts before and after 016f6d0" in line, line
-        assert f"the newest of the older layout given: {ckpt40}; of the current: {ckpt41}" \
-            in line, line
+        assert f"(the older layout: {ckpt40}; the current: {ckpt41})" in line, line
 
 
 def test_tf2_resume_of_an_unknown_averages_layout_is_refused(tf2_run, tmp_path):
