@@ -86,7 +86,8 @@ def stated_notes(ckpt, apply_order: str | None, ema_name: str | None = None,
             checkpoint; exit 2), as :func:`~ckpt_tools.ema_apply_order.refuse_apply_order`.
     """
     from .ema_apply_order import read_alike, refuse_apply_order, stated_pairings
-    from .keras_assumed import fit_order_note, object_pairs
+    from .keras_assumed import object_pairs
+    from .keras_fit_order import fit_order_note
     from .keras_reassign import reassign_note
     from .pairing import lists_stated
     from .raw_named import saved_from
