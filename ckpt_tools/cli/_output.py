@@ -280,8 +280,12 @@ class Output:
     def block(self, text: str, style: str | None = None) -> None:
         """Prints multi-line text (``np.array2string`` output, whose strings are ``repr``
         literals), each line escaped as a message."""
-        for part in text.split("\n"):
-            self.line((part, style), message=True)
+        if self.json_mode:
+            return
+        # one write for all its lines (``show --full`` writes 1M values' text in parts: a
+        # flush a line cost seconds, task s31h); the same bytes as a line() each
+        self._write(self.stdout, "".join(self._paint(clean_message(part), style, self.stdout)
+                                         + "\n" for part in text.split("\n")))
 
     def table(self, title: str | Sequence[str] | None, columns: Sequence[Column],
               rows: Sequence[Sequence[Cell]]) -> None:

@@ -11,6 +11,8 @@ The text is :func:`~ckpt_tools.cli.values_text.format_values` ``(full=True)``'s,
 * The layout is NumPy's own: each part is a slab of rows (or, for one long row, a run of whole
   lines) printed by ``np.array2string`` at its nesting depth, and the parts are joined with
   the separators NumPy puts between rows.
+* Real numbers (floats, integers) skip ``np.array2string`` for the parts: their cells and
+  lines come from :mod:`.values_fast` (the same text; 1M float32 took 51 s, task s31h).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import sys
 from collections.abc import Iterator
 
 import numpy as np
+
+from .values_fast import cell_formatter, layout
 
 #: Elements formatted at a time: the text of one part (about 10-30 bytes an element).
 PART = 1 << 16
@@ -52,6 +56,9 @@ def _text(a: np.ndarray, precision: int, width: int, prefix: str,
                    max_line_width=width - len(prefix), prefix=prefix)  # NumPy's: 1 less a level
     if witnesses is None or not len(witnesses) or a.size == 0:
         return np.array2string(a, **options)
+    fast = cell_formatter(witnesses.astype(a.dtype, copy=False), precision)
+    if fast is not None:  # the same text, ~10x faster (task s31h)
+        return layout(a.shape, fast(a.reshape(-1)), width, len(prefix))
     cells = iter(_cells(a.reshape(-1), precision, witnesses))
     return np.array2string(a, formatter={"all": lambda _: next(cells)}, **options)
 
@@ -112,6 +119,10 @@ def _witnesses(array, precision: int, part: int) -> np.ndarray:
                 hi = p.max() if hi is None else max(hi, p.max())
         return np.array([v for v in (lo, hi) if v is not None], array.dtype)
     return _float_witnesses(lambda: _flat_parts(array, part), precision)
+
+
+#: The witnesses of an array (public for tests: the fast path is proved on them).
+witnesses_of = _witnesses
 
 
 def _float_witnesses(parts, precision: int) -> np.ndarray:
