@@ -209,6 +209,7 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
     attrs = {a for cs in shadows.values() for c in cs
              for a in reach.get(c, {holder[c]} if c in holder else ())}
     unpicked: dict[str, list[str]] = {}  # several averages, none picked by the stated name
+    families = {suffix_base(suffix.get(c, "")) for cs in shadows.values() for c in cs}
     for target, cands in shadows.items():
         picked = cands
         if ema_name is not None:
@@ -238,6 +239,13 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
                     # the file does not tell): never taken as the stated object's
                     # (review-24-attack-r73 F3)
                     both[target] = ([], by_name)
+                    continue
+                if by_attr and ema_name in families and any(
+                        suffix_base(suffix.get(c, "")) != ema_name for c in by_attr):
+                    # the attribute 'ema' also holds an average of another EMA name while an
+                    # object is named 'ema': ema=[e1(w), e1(b), e3(c)] with e3 TF's default
+                    # name; c's is e3's, not the stated object's (review-31-attack-r115 F2)
+                    both[target] = (by_attr, by_name)
                     continue
                 if by_attr and by_name and set(by_attr) != set(by_name):
                     # the attribute 'ema' holds one object's averages, the object named

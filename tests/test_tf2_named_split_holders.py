@@ -39,12 +39,14 @@ gan = module(gen=gen, disc=disc)
 w, b, c = gen.w, gen.b, disc.c
 e1 = tf.train.ExponentialMovingAverage(0.5, name="ema")
 e2 = tf.train.ExponentialMovingAverage(0.9, name="ema")
+e3 = tf.train.ExponentialMovingAverage(0.7)  # TF's default name
 @tf.function
 def step():
     for v in (w, b, c):
         v.assign_add(tf.ones_like(v) * 1.25)
     e1.apply([w, b])
     e2.apply([c])
+    e3.apply([c])
 for _ in range(3):
     step()
 A = {"model/gen/w": e1.average(w), "model/gen/b": e1.average(b),
@@ -57,6 +59,8 @@ save("mirror", A, model=gan,
      ema={"gen": {"w": e1.average(w), "b": e1.average(b)}, "disc": {"c": e2.average(c)}})
 save("one_list", {k: v for k, v in A.items() if k.startswith("model/gen/")},
      model=module(gen=gen), ema=[e1.average(w), e1.average(b)])
+# review-31-attack-r115 F2: the attribute named like one object holds another's average too
+save("holder_named", {}, model=gan, ema=[e1.average(w), e1.average(b), e3.average(c)])
 # review-31-attack-r113 F1/F2: default-named objects, averages also kept in a combined list
 # 'all' (TensorFlow sorts the attributes and keys each average by its first path: all/N)
 m = module(w=tf.Variable([1., 2., 3.], name="w"), b=tf.Variable([0.5], name="b"),
@@ -203,3 +207,15 @@ def test_an_attribute_keyed_under_a_combined_list_reads_and_a_wrong_one_says_wha
     assert code == 0, err
     assert_npz_holds(tmp_path / "s.npz", {"model/w": t["e1w"], "model/b": t["e1b"],
                                           "model/c": t["e2c"]})
+
+
+def test_an_attribute_named_like_one_object_holding_anothers_average_is_refused(made, tmp_path):
+    """``ema=[e1(w), e1(b), e3(c)]``, e1 named ``ema``, e3 TF's default name: ``--ema-name
+    ema`` names the attribute (all three) and the object (w, b): c's average is e3's, and was
+    exported as ``ema``'s, exit 0 (review-31-attack-r115 F2)."""
+    out, _ = made
+    for extra in ([], ["--ema-name", "ema"]):
+        code, _, err = run_cli(["export", str(out / "holder_named"), *extra,
+                                "--out", str(tmp_path / "x.npz")])
+        assert code == 6, (extra, err)
+        assert not (tmp_path / "x.npz").exists()
