@@ -332,8 +332,8 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
         graph = prefix + ".meta" if prefix + ".meta" in files else None
         if not state_file and not ckpt.meta_unread:
             graph = ckpt.location.saved_model
-        add_mark(writer, written_mark(ckpt, read, unread, graph, own_doubt(ckpt, source_of),
-                                      source_of))
+        own = own_doubt(ckpt, source_of, {*raw, *dropped})
+        add_mark(writer, written_mark(ckpt, read, unread, graph, own, source_of))
         files += writer.finish()
     if state_file:  # a checkpoint (not a SavedModel's variables/): the statements it needs
         record = write_record(prefix, _stated_for(ckpt, prefix + ".meta" in files, read),
@@ -351,13 +351,14 @@ def read_keys(source_of: dict[str, str]) -> frozenset[str]:
     return frozenset(s for t, s in source_of.items() if s != t)
 
 
-def own_doubt(ckpt: Checkpoint, source_of: dict[str, str]) -> dict | None:
+def own_doubt(ckpt: Checkpoint, source_of: dict[str, str], unwritten=()) -> dict | None:
     """What restore-ema's output of ``ckpt`` (each key written from ``source_of``) says of
     the input's own graph where it shows the keys' names mislead and the bake leaves a key so
     (:func:`~ckpt_tools.own_graph_mark.misleading_left`): ``net/W/fast`` still holding
     ``slow``'s average of ``W``, which a copy without the graph reads as ``fast``'s
     (review-31-attack-r114 F3). A swapping Saver's keys, each rewritten with its variable's
-    average, say what they hold: no doubt.
+    average, say what they hold: no doubt; nor do keys the output leaves out (``unwritten``:
+    a training vtr Saver's raw-valued averages' names).
 
     Returns:
         `dict` for :func:`~ckpt_tools.tools_mark.mark_doc`'s ``doubted``, or ``None``.
@@ -365,7 +366,7 @@ def own_doubt(ckpt: Checkpoint, source_of: dict[str, str]) -> dict | None:
     from .own_graph_mark import misleading_left, own_graph_doubt
 
     doubt = own_graph_doubt([ckpt])
-    return doubt if doubt and misleading_left(ckpt, source_of) else None
+    return doubt if doubt and misleading_left(ckpt, source_of, unwritten=unwritten) else None
 
 
 def written_mark(ckpt: Checkpoint, read=None, unread: str | None = None,

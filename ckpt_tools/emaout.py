@@ -278,7 +278,8 @@ def _stream_to_url(ckpt: Checkpoint, directory: str, name: str | None, overwrite
                 warnings.append(written_warning(unread))
             add_mark(writer, written_mark(view, read_keys(source_of), unread,
                                           meta_src if meta else None,
-                                          own_doubt(view, source_of), source_of))
+                                          own_doubt(view, source_of, {*raw, *dropped}),
+                                          source_of))
             index = writer.finish_stream()
         out.done(data)
         if meta:  # before the .index that commits the checkpoint (review-28-attack-r102 F2)

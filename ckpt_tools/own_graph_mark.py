@@ -69,7 +69,8 @@ def _graph_tables(ckpt) -> tuple | None:
     return owner, suffixes, names
 
 
-def misleading_left(ckpt, source_of: dict[str, str], every: bool = False) -> bool:
+def misleading_left(ckpt, source_of: dict[str, str], every: bool = False,
+                    unwritten=()) -> bool:
     """Whether an output that writes under each key ``k`` of the TF1 checkpoint ``ckpt`` the
     value of key ``source_of.get(k, k)`` (a bake: restore-ema, ``average --ema --bake``) keeps
     a key whose name, by ``ckpt``'s own graph's save op, says another role than what it then
@@ -77,6 +78,8 @@ def misleading_left(ckpt, source_of: dict[str, str], every: bool = False) -> boo
     a misleading name. ``net/W/fast`` left holding ``slow``'s average of ``W`` misleads
     (review-31-attack-r114 F2, F3). ``every``: each key the save op wrote is checked, not
     only those it renamed (a key written from a renamed one: review-31-attack-r114 F1).
+    ``unwritten``: keys the output leaves out (raw-valued averages' names, dropped slots):
+    they mislead no one.
 
     Returns:
         `bool` (``True`` where the graph cannot tell: no single save op, or renamed keys and
@@ -90,14 +93,14 @@ def misleading_left(ckpt, source_of: dict[str, str], every: bool = False) -> boo
     if sources is None:
         return True
     written = renamed_keys(sources, every=True)
-    renamed = {k: vs for k, vs in written.items() if vs != {k}}
+    renamed = {k: vs for k, vs in written.items() if vs != {k} and k not in unwritten}
     if not renamed:
         return False
     tables = _graph_tables(ckpt)
     if tables is None:
         return True
     return not all(_holds_as_named(k, written.get(source_of.get(k, k)), written, *tables)
-                   for k in (written if every else renamed))
+                   for k in (written if every else renamed) if k not in unwritten)
 
 
 def _holds_as_named(key: str, now: set[str] | None, written: dict[str, set[str]],
@@ -111,8 +114,13 @@ def _holds_as_named(key: str, now: set[str] | None, written: dict[str, set[str]]
         return True
     of = owner.get(src) or next((src[:-len(x) - 1] for x in suffixes
                                  if src.endswith("/" + x)), None)
+    if key.endswith("/" + src) and key not in names:  # its source under a scope prefix
+        return True
     plain = not any(key.endswith("/" + x) for x in suffixes)
-    if of is not None and plain and (key == of or written.get(key) == {of}):
+    if of is not None and (plain and key == of or written.get(key) == {of}):
+        # a key its Saver restores the variable from, now holding that variable's average
+        # (restore-ema's output: a renamed vtr Saver's w/ExponentialMovingAverage), as
+        # TensorFlow's own Saver reads it
         return True
     return not _misleads(key, now, written, owner, suffixes, names)
 
