@@ -117,10 +117,9 @@ def _holds_as_named(key: str, now: set[str] | None, written: dict[str, set[str]]
     if key.endswith("/" + src) and key not in names:  # its source under a scope prefix
         return True
     plain = not any(key.endswith("/" + x) for x in suffixes)
-    if of is not None and (plain and key == of or written.get(key) == {of}):
-        # a key its Saver restores the variable from, now holding that variable's average
-        # (restore-ema's output: a renamed vtr Saver's w/ExponentialMovingAverage), as
-        # TensorFlow's own Saver reads it
+    if of is not None and plain and (key == of or written.get(key) == {of}):
+        # never an average's name written from its variable now holding some object's
+        # average: model/W/slow holding fast's reads as slow's (review-31-attack-r116 F1)
         return True
     return not _misleads(key, now, written, owner, suffixes, names)
 
