@@ -26,7 +26,9 @@ def saved(keras, tmp_path_factory):
     model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(8, name="d1"),
                               keras.layers.Dense(8, name="d2"), keras.layers.Dense(3, name="o")],
                              name="net")
-    model.compile(keras.optimizers.Adam(0.01, use_ema=True, ema_momentum=0.8), "mse")
+    # named: Keras numbers unnamed optimizers per process (adam_14 after other tests' Adams)
+    model.compile(keras.optimizers.Adam(0.01, use_ema=True, ema_momentum=0.8, name="adam"),
+                  "mse")
     rng = np.random.default_rng(0)
     x = rng.normal(size=(16, 5)).astype("float32")
     y = rng.normal(size=(16, 3)).astype("float32")
