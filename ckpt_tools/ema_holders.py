@@ -45,6 +45,7 @@ from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError, suffix_base
 from .offer_probe import exported, option_text
 from .roles import DEFAULT_EMA_NAME
+from .tf2_twins import reach
 
 
 def _edges(key: str) -> tuple[str, ...]:
@@ -82,7 +83,7 @@ def _parents(objects) -> tuple[dict[str, list[int]], dict[int, tuple[str, ...]]]
     return ({k: sorted(parents.get(n, ())) for k, n in node_of.items()}, path_of)
 
 
-def root_attributes(ckpt: Checkpoint) -> dict[str, set[str]]:
+def root_attributes(ckpt: Checkpoint) -> dict[str, frozenset[str]]:
     """Variable key -> every attribute of the checkpoint's root the object graph reaches it
     through (``Checkpoint(all=[e1(w), e2(c)], d=[e2(c)])``: ``e2(c)``, keyed ``all/1``, is
     ``{"all", "d"}``): TensorFlow keys a variable by its first path only, so its key's first
@@ -90,22 +91,7 @@ def root_attributes(ckpt: Checkpoint) -> dict[str, set[str]]:
 
     Returns:
         `dict`: ``{}`` for a checkpoint without an object graph."""
-    objects = ckpt.objects
-    if objects is None:
-        return {}
-    out: dict[str, set[str]] = {}
-    for attr, top in objects.children.get(0, ()):
-        seen, stack = {top}, [top]
-        while stack:
-            node = stack.pop()
-            key = objects.node_keys.get(node)
-            if key is not None:
-                out.setdefault(key, set()).add(attr)
-            for _name, child in objects.children.get(node, ()):
-                if child not in seen and child != 0:
-                    seen.add(child)
-                    stack.append(child)
-    return out
+    return {} if ckpt.objects is None else reach(ckpt.objects)  # the walk tf2_twins does
 
 
 def holders(ckpt: Checkpoint, pairs,
