@@ -292,12 +292,40 @@ def averages_only_note(ckpt: Checkpoint) -> str:
     keys = [k for k in said.get("keys") or [] if isinstance(k, str)]
     trained = said.get("raw_if_trained")
     e = f" (e.g. {keys[0]})" if keys else ""
-    head = (f"ckpt restore-ema wrote {ckpt.path}'s variables from "
-            f"{noun(len(keys), 'key', 'keys')}{e} its input's "
-            f"--averages-only stated hold averages (its record {found[0]} says so)")
+    made = _carried_from(ckpt, found)
+    # the command that wrote it (the record's, or the mark's writer), or, where a later
+    # command carried the statement, the one that made it over its own output and the
+    # carrier: the output of `ckpt average` was said written by restore-ema (s32f)
+    wrote = (" and ".join(f"{b} wrote the variables of {' and '.join(ps)}"
+                          for b, ps in made.items()) if made
+             else f"{found[2]} wrote {ckpt.path}'s variables")
+    carried = f", and {found[2]} carried that statement into {ckpt.path}" if made else ""
+    head = (f"{wrote} from {noun(len(keys), 'key', 'keys')}{e} its input's "
+            f"--averages-only stated hold averages{carried} (its record {found[0]} says so)")
     if trained:
         return (f"warning: {head}: that input's .meta's save op wrote them from their "
                 "variables, so if a training run saved it they hold its raw weights, not "
                 "averages")
     return (f"note: {head}: that statement, not the file, makes them averages; if the "
             "input's keys held raw weights, so do these variables")
+
+
+def _carried_from(ckpt: Checkpoint, found: tuple) -> dict[str, list[str]]:
+    """Who made the ``--averages-only`` statement the mark inside ``ckpt`` carries
+    (:func:`~ckpt_tools.tools_mark.output_mark`'s ``"origins"``), where ``found``
+    (:func:`marked_statement`) is that mark's: command -> the outputs it wrote under it.
+
+    Returns:
+        `dict` (``{}``: the statement was made by the command that wrote ``ckpt``, or a
+        record beside it states it).
+    """
+    from .tools_mark import stated_of
+
+    stated = stated_of(getattr(ckpt, "tools_mark", None))
+    origins = stated.get("origins") if isinstance(stated.get("origins"), dict) else {}
+    if found[1].get("averages_only") is not stated.get("averages_only"):
+        return {}  # a record beside it (restore-ema's own) states it, not the mark
+    made: dict[str, list[str]] = {}
+    for b, p in origins.get("averages_only") or []:
+        made.setdefault(b, []).append(p)
+    return made

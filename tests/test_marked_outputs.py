@@ -299,3 +299,25 @@ def test_a_carried_statement_names_who_made_it_and_who_carried_it(made, tmp_path
         assert note.startswith(f"ckpt average wrote {made_by} from an input read under "
                                "--not-swapped"), note  # was: "<carrier> wrote <ckpt> ..."
         assert f"and {carrier} carried that statement into {ckpt}" in note, note
+
+
+def test_a_carried_averages_only_caveat_names_who_made_it_and_who_carried_it(made, tmp_path):
+    """s32f: ``ckpt average`` of restore-ema's ``--averages-only`` output (and a copy) said
+    "ckpt restore-ema wrote <the average>'s variables from keys its input's --averages-only
+    stated hold averages": restore-ema wrote no such file. The caveat names the command that
+    made the statement, over which output, and the command that carried it."""
+    out, _ = made
+    made_by = out / "r/model.ckpt-3"
+    again = _copy(out / "r", "model.ckpt-3", tmp_path / "two", "best", only=(".index", ".data"))
+    code, _, err = run_cli(["average", str(made_by), str(again), "--newest", str(again),
+                            "--out", str(tmp_path / "a")])
+    assert code == 0, err
+    ckpt = tmp_path / "a/best"
+    code, text, err = run_cli(["export", str(ckpt), "--json", "--out", str(tmp_path / "e.npz")])
+    assert code == 0, err
+    (said,) = [" ".join(w.split()) for w in json.loads(text)["warnings"] if KEY in w]
+    assert f"ckpt restore-ema wrote {ckpt}'s" not in said, said  # was: restore-ema wrote it
+    assert said.startswith(f"ckpt restore-ema wrote the variables of {made_by} and {again} "
+                           "from keys"), said
+    assert f"--averages-only stated hold averages, and ckpt average carried that statement " \
+           f"into {ckpt}" in said, said
