@@ -258,15 +258,17 @@ def refuse_foreign_graph(path: str, graph: str, doc: dict) -> UnprovenPairingErr
     Returns:
         `UnprovenPairingError`, or ``None`` where ``graph`` is the recorded one.
     """
-    from .tools_mark import RECORD_KEY, names_doubted
+    from .tools_mark import RECORD_KEY, doubt_writers, names_doubted
 
     d = names_doubted(doc) or {}
     recorded = d.get("graph_sha256")
     if isinstance(recorded, str) and recorded == graph_digest(graph):
         return None
+    who, carried = doubt_writers(d)
     return UnprovenPairingError(
-        f"{path}: its {RECORD_KEY} key says {d.get('by', 'ckpt average')} wrote it from inputs "
-        f"whose keys' names a Saver's graph doubts, and {os.path.basename(graph)} beside it is "
+        f"{path}: its {RECORD_KEY} key says {who} from inputs "
+        f"whose keys' names a Saver's graph doubts{carried}, and {os.path.basename(graph)} "
+        "beside it is "
         "not the graph it was written with (" + ("other bytes than recorded" if recorded else
                                                   "none was") + "): its save op proves nothing "
         "of these keys. Move that file away (the keys are then read as the mark says), or, if "

@@ -22,17 +22,18 @@ What it says (:func:`mark_doc`):
   or doubts its input's names: :mod:`~ckpt_tools.no_meta_mark`), repeated by every read of it
   (:func:`stated_notes`, and :mod:`~ckpt_tools.restored_record`'s caveat).
 
-Outputs written from a marked input carry its mark (:func:`merged`): a statement carried is
-said ``by`` the carrying writer, with its ``origins`` (the command that made it and the output
-it wrote), which the note names (review-30-attack-r112 F1).
+Outputs written from a marked input carry its mark (:func:`merged`): a statement or doubt
+carried is said ``by`` the carrying writer, with its ``origins`` (the command that made it and
+the output it wrote), which the note or refusal names (review-30-attack-r112 F1; the doubt:
+s32f). A doubt the writer made itself besides the one it carried is ``"own"``.
 """
 
 from __future__ import annotations
 
 from .errors import CorruptCheckpointError, UnprovenPairingError
 
-__all__ = ["RECORD_KEY", "add_mark", "graph_written", "mark_doc", "merged", "names_doubted",
-           "names_doubted_refusal", "stated_notes", "stated_of", "take_mark"]
+__all__ = ["RECORD_KEY", "add_mark", "doubt_writers", "graph_written", "mark_doc", "merged",
+           "names_doubted", "names_doubted_refusal", "stated_notes", "stated_of", "take_mark"]
 
 #: The key our writers add to a checkpoint they mark.
 RECORD_KEY = "_CKPT_TOOLS_RECORD"
@@ -79,18 +80,61 @@ def merged(*docs: dict | None) -> dict | None:
             out = {"kind": _KIND, "version": 1}
         d = doc.get("names_doubted")
         if isinstance(d, dict):
-            have = out.setdefault("names_doubted", {"by": d.get("by", "ckpt average")})
-            for field in ("graphs", "inputs"):
-                joined = list(have.get(field) or [])
-                joined += [x for x in d.get(field) or [] if x not in joined]
-                have[field] = joined
+            _join_doubt(out.setdefault("names_doubted", {"by": d.get("by", "ckpt average")}), d)
             shas.add(d.get("graph_sha256"))
         s = doc.get("stated")
         if isinstance(s, dict):
             _join_stated(out.setdefault("stated", {}), s)
+    d = names_doubted(out)
+    if d is not None and not d.get("origins"):
+        d.pop("own", None)  # all of it its writer's own: said without origins
     if out is not None and len(shas) == 1 and isinstance(next(iter(shas)), str):
         out["names_doubted"]["graph_sha256"] = next(iter(shas))  # (s29h "Seen")
     return out
+
+
+def _join_doubt(have: dict, d: dict) -> None:
+    """Adds the ``names_doubted`` ``d`` to ``have``: its graphs and inputs, and its
+    ``"origins"`` (the commands that made a carried doubt over their outputs) where it was
+    carried, else ``"own"`` (the writer made it: s32f)."""
+    for field in ("graphs", "inputs"):
+        joined = list(have.get(field) or [])
+        joined += [x for x in d.get(field) or [] if x not in joined]
+        have[field] = joined
+    origins = _pairs(d.get("origins"))
+    if origins:
+        joined = have.setdefault("origins", [])
+        joined += [o for o in origins if o not in joined]
+    if not origins or d.get("own"):
+        have["own"] = True
+
+
+def _pairs(x) -> list[list[str]]:
+    """``x`` (a mark's ``origins`` list) as ``[command, output]`` pairs (``[]``: none)."""
+    return [list(o) for o in x] if isinstance(x, list) else []
+
+
+def doubt_writers(d: dict) -> tuple[str, str]:
+    """Who wrote the checkpoint whose mark's ``names_doubted`` is ``d``, for a refusal's
+    ``"its ... key says <who> from inputs ... doubts<tail>"``: its writer (``"ckpt average
+    wrote it"``) where the doubt is its own, else the commands that made it over their outputs
+    (``"ckpt average wrote avg/model.ckpt-3"``), the tail naming the writer that carried it
+    (``", and ckpt restore-ema carried that doubt into it"``): a carried doubt was said made
+    by the carrier, from inputs it never read (s32f).
+
+    Returns:
+        ``(who, tail)``.
+    """
+    by = str(d.get("by", "ckpt average"))
+    origins = _pairs(d.get("origins"))
+    if not origins:
+        return f"{by} wrote it", ""
+    made: dict[str, list[str]] = {}
+    for b, p in origins:
+        made.setdefault(b, []).append(p)
+    who = [f"{by} wrote it"] if d.get("own") else []
+    who += [f"{b} wrote {' and '.join(ps)}" for b, ps in made.items()]
+    return " and ".join(who), f", and {by} carried that doubt into it"
 
 
 def _join_stated(have: dict, s: dict) -> None:
@@ -196,7 +240,10 @@ def _well_formed(doc: dict) -> bool:
     if d is not None:
         if not isinstance(d, dict) or not isinstance(d.get("by", ""), str) \
                 or not isinstance(d.get("graph_sha256", ""), str) \
-                or not all(_strings(d.get(f, [])) for f in ("graphs", "inputs")):
+                or not isinstance(d.get("own", True), bool) \
+                or not all(_strings(d.get(f, [])) for f in ("graphs", "inputs")) \
+                or not (isinstance(d.get("origins", []), list) and all(
+                    _strings(x) and len(x) == 2 for x in d.get("origins", []))):
             return False
     s = doc.get("stated")
     if s is None:
@@ -234,9 +281,10 @@ def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
     d = names_doubted(doc) or {}
     graphs = ", ".join(str(g) for g in d.get("graphs") or []) or "a graph of their prefix"
     inputs = ", ".join(str(i) for i in d.get("inputs") or [])
-    said = (f"{path}: its {RECORD_KEY} key says {d.get('by', 'ckpt average')} wrote it from "
+    who, carried = doubt_writers(d)
+    said = (f"{path}: its {RECORD_KEY} key says {who} from "
             f"inputs{f' ({inputs})' if inputs else ''} whose keys' names a swapping Saver's "
-            f"graph ({graphs}) doubts")
+            f"graph ({graphs}) doubts{carried}")
     if stated_of(doc).get("no_meta") and not d.get("graph_sha256"):
         # written under --no-meta: no graph was written with it, none can be copied beside
         # it, and its plain names hold what the keys named as averages held (r112 F3)
@@ -326,8 +374,18 @@ def _carried(doc: dict, path: str, by: str) -> dict:
     writer made it itself), so that no later read says the carrier read its input under a
     statement it never made (review-30-attack-r112 F1).
 
+    Its ``names_doubted`` is said ``by`` that writer the same way, with the ``"origins"``
+    of the doubt: the input's own (its writer over ``path``) and those it carried (s32f).
+
     Returns:
-        `dict` (``doc`` itself where it states nothing)."""
+        `dict` (``doc`` itself where it states and doubts nothing)."""
+    d = doc.get("names_doubted")
+    if isinstance(d, dict):
+        origins = _pairs(d.get("origins"))
+        if not origins or d.get("own"):
+            origins.append([str(d.get("by", "ckpt average")), path])
+        rest = {k: v for k, v in d.items() if k not in ("by", "origins", "own")}
+        doc = {**doc, "names_doubted": {**rest, "by": by, "origins": origins}}
     s = doc.get("stated")
     if not isinstance(s, dict):
         return doc

@@ -206,6 +206,12 @@ def test_outputs_of_a_marked_input_keep_its_doubt(made, tmp_path):
                                                                                ".data"))
     code, _, err = run_cli(["export", str(moved), "--out", str(tmp_path / "d.npz")])
     assert code == 6 and KEY in err, err
+    # s32f: it named the carried doubt's own writer as moved's ("ckpt average wrote it from
+    # inputs (swap/model.ckpt-2, ...)"): the average of one and two read no such input
+    line = " ".join(err.split())
+    assert "key says ckpt average wrote it from" not in line, err
+    assert f"key says ckpt average wrote {one} and {ckpt} from inputs (" in line, err
+    assert "doubts, and ckpt average carried that doubt into it" in line, err
 
 
 def _warned(ckpt, tmp_path, *cmds: str) -> None:
