@@ -36,6 +36,10 @@ class EmaMap(Frozen):
             read from here (``--exclude W/slow``: ``W``), so that several names' maps joined
             leave them out under every name (:func:`~ckpt_tools.ema_several.join_maps`);
             neither compared nor in repr.
+        filtered_sources: the stored averages of the pairs the ``include``/``exclude``
+            filters left out (``--exclude model/disc/c``: its average ``ema/disc/c``): the
+            left-out weights' averages, which an export must not write as tensors of their
+            own (review s32c); neither compared nor in repr.
     """
 
     checkpoint: str
@@ -64,12 +68,13 @@ class EmaMap(Frozen):
     held: dict[str, str]
     filtered_averages: tuple[str, ...]
     excluded: tuple[str, ...]
+    filtered_sources: tuple[str, ...]
     _fields = ("checkpoint", "ema_name", "mapping", "averaged", "raw", "missing", "unaveraged",
                "not_saved", "dropped", "debias", "loss_averages", "source", "file_style",
                "assumed", "pairs", "hints", "names", "expected_raw", "held",
-               "filtered_averages", "excluded")
-    _compare = _fields[:-5]
-    _repr = _fields[:-7]
+               "filtered_averages", "excluded", "filtered_sources")
+    _compare = _fields[:-6]
+    _repr = _fields[:-8]
 
     def __init__(self, checkpoint: str, ema_name: str, mapping: dict[str, str],
                  averaged: tuple[str, ...] = (), raw: tuple[str, ...] = (),
@@ -82,7 +87,8 @@ class EmaMap(Frozen):
                  expected_raw: dict[str, str] | None = None,
                  held: dict[str, str] | None = None,
                  filtered_averages: tuple[str, ...] = (),
-                 excluded: tuple[str, ...] = ()) -> None:
+                 excluded: tuple[str, ...] = (),
+                 filtered_sources: tuple[str, ...] = ()) -> None:
         self.__dict__.update(
             checkpoint=checkpoint, ema_name=ema_name, mapping=mapping, averaged=averaged,
             raw=raw, missing=missing, unaveraged=unaveraged, not_saved=not_saved,
@@ -91,7 +97,7 @@ class EmaMap(Frozen):
             names={} if names is None else names,
             expected_raw={} if expected_raw is None else expected_raw,
             held={} if held is None else held, filtered_averages=filtered_averages,
-            excluded=excluded)
+            excluded=excluded, filtered_sources=filtered_sources)
 
     def shown(self, key: str) -> str:
         """Returns the name ``ckpt list`` shows for ``key`` (its object path, or the key)."""

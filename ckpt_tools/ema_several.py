@@ -162,4 +162,7 @@ def join_maps(path: str, names: Sequence[str], maps: Sequence, *, keep_raw: bool
         pairs=tuple(pairs), hints=hints, names=first.names,
         filtered_averages=tuple(sorted({t for m in maps
                                         for t in getattr(m, "filtered_averages", ())})),
-        excluded=tuple(sorted(excluded)))
+        excluded=tuple(sorted(excluded)),
+        # an average one name's filters left out that another name's pair reads is read
+        filtered_sources=tuple(sorted({s for m in maps for s in getattr(
+            m, "filtered_sources", ())} - {s for s, _t in pairs})))

@@ -320,6 +320,8 @@ def ema_map(
         held=held or {}, filtered_averages=tuple(
             t for s, t in pairs if s != t and t not in missing_set and s in variables
             and left_out(s, t, include, exclude)),
+        filtered_sources=tuple(s for s, t in pairs if s != t and t not in missing_set
+                               and s in variables and left_out(s, t, include, exclude)),
         # a glob selects a pair by its target or by the key its value IS read from: a
         # missing average's key (not stored, nothing reads it) selects nothing, else
         # join_maps dropped the weight under every name (review-28-attack-r101 F3)

@@ -239,6 +239,10 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     # Never drop a variable only a name of the user's calls an average and no pairing uses
     # (it may be the model's own: review-16-attack-r33 F10, r34 F1, F2; beside a default
     # EMA's averages, pruning masks kept in a list on the model: r35 F1): written as stored.
+    # ... nor write as one the average of a weight the filters leave out: the pairing proves
+    # it that weight's (--ema-name ema --exclude 'model/disc/c' wrote ema/disc/c as a weight,
+    # exit 0: task s32c)
+    used |= set(m.filtered_sources) if use_ema else set()
     unproven = [k for k in found[0] if k not in weights and k not in used]
     weights += unproven
     left = [k for k in found[1] if k not in used] if use_ema else []

@@ -139,6 +139,21 @@ layers = {n: [one.average(v) for p, v in named.items() if p.startswith(n)]
 save("one_combined", avg, model=conv,
      ema=module(all=layers["conv1"] + layers["conv2"], **layers))
 save("one_list", avg, model=conv, ema=[one.average(v) for v in named.values()])
+# task s32c: one EMA named "ema" over both networks, its averages in a mirror of the model
+nv = {"w": tf.Variable([1., 2., 3.], name="w"), "b": tf.Variable([0.5], name="b"),
+      "c": tf.Variable([7., 8.], name="c")}
+e_named = tf.train.ExponentialMovingAverage(0.5, name="ema")
+@tf.function
+def nstep():
+    for v in nv.values():
+        v.assign_add(tf.ones_like(v) * 1.25)
+    e_named.apply(list(nv.values()))
+for _ in range(3):
+    nstep()
+N = {k: e_named.average(v) for k, v in nv.items()}
+save("named_mirror", {"model/gen/w": N["w"], "model/gen/b": N["b"], "model/disc/c": N["c"]},
+     model=module(gen=module(w=nv["w"], b=nv["b"]), disc=module(c=nv["c"])),
+     ema=module(gen=module(w=N["w"], b=N["b"]), disc=module(c=N["c"])))
 np.savez(os.path.join(out, "truth.npz"), **truth)
 """
 
@@ -313,3 +328,28 @@ def test_list_and_a_wrong_name_offer_the_split_statement(made, tmp_path, layout)
                              *offer.group(1).split()])
     assert code == 0, err
     assert_npz_holds(tmp_path / "s.npz", _of(truth, layout))
+
+
+@pytest.mark.parametrize("layout,name,net", [("named_mirror", "ema", "model"),
+                                             ("T1", "ExponentialMovingAverage", "gan")])
+@pytest.mark.parametrize("left", ["disc/c", "disc/*"])
+def test_an_excluded_weights_average_is_never_exported_as_a_weight(made, tmp_path, layout,
+                                                                   name, net, left):
+    """Task s32c: ``--ema-name ema --exclude 'model/disc/c'`` (the refusal's own offer under
+    ``-g``) wrote disc's average as a weight ``ema/disc/c``, exit 0: an average the pairing
+    proves the excluded weight's (stated name ``ema``) was "written as stored" as a tensor
+    only its name reads as an average. Now it leaves with its weight, for a name of the
+    user's as for TF's default one; ``map`` and ``restore-ema`` agree. Truth is
+    ``ema.average(v)`` at save time."""
+    out, truth = made
+    given = ["--ema-name", name, "--exclude", f"{net}/{left}"]
+    code, _o, err = run_cli(["export", str(out / layout), "-o", str(tmp_path / "x.npz"),
+                             *given])
+    assert code == 0, err
+    assert "written as stored" not in err, err
+    kept = {k: v for k, v in _of(truth, layout).items() if "/gen/" in k}
+    assert_npz_holds(tmp_path / "x.npz", kept)
+    code, text, err = run_cli(["map", str(out / layout), "--json", *given])
+    assert code == 0, err
+    assert sorted(k.split("/.ATTRIBUTES/")[0] for k in json.loads(text).values()) == \
+        sorted(kept), text
