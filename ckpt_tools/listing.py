@@ -21,6 +21,7 @@ from .formats.objgraph import has_swappable_averages
 from .frozen_meta import listed_frozen, renamed_frozen
 from .listing_record import Listing
 from .listing_shadows import shadow_marked
+from .listing_stated import statements_listed
 from .lone_named import unmarked_lone_averages
 from .meta_sibling import doubt_note
 from .raw_named import raw_named_open
@@ -132,11 +133,10 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
                     # refuses it until --not-swapped (or --raw) says how the file was saved
                     listing.unproven = {"option": "--not-swapped",
                                         "reason": swap_refusal(ckpt, assumed)}
-            if getattr(ckpt, "saver_def_wrote", False) or getattr(
-                    ckpt, "restored_record", None) or getattr(ckpt, "tools_mark", None):
-                from .restored_record import stated_fields  # (u30 F4)
-
-                listing.stated = stated_fields(ckpt)
+            # what export says the pairing rests on by statement, notes and fields (u33 F7)
+            listing.said, listing.stated = statements_listed(ckpt.with_meta(use_meta), bool(
+                not_swapped or fit_order or trainable or use_ema or optimizer or averages_only
+                or saver_def_wrote or apply_order is not None), apply_order, ema_name)
             if listing.unproven is None and use_meta:  # crossed Savers, no pair (s26n)
                 from .crossed_routes import crossed_listed
 

@@ -24,9 +24,13 @@ class Listing(Record):
         meta_note: where this checkpoint has no ``.meta`` and another checkpoint's of its
             prefix doubts its keys' names, what ``list`` says of it
             (:func:`~ckpt_tools.meta_sibling.doubt_note`); ``None`` otherwise.
-        stated: the ``stated_*`` fields of ``--saver-def-wrote`` and of restore-ema's
-            record (:func:`~ckpt_tools.restored_record.stated_fields`), in ``--json`` as they
-            are; ``{}`` where none applies.
+        stated: the ``stated_*`` (and ``*_record``) fields of what the pairing rests on by
+            the caller's statements or a record's (``ckpt train``'s run record, restore-ema's,
+            ``--saver-def-wrote``: :func:`~ckpt_tools.listing_stated.statements_listed`, the
+            fields ``export --json`` has), in ``--json`` as they are; ``{}`` where none
+            applies.
+        said: the notes of those statements, each a line as ``list`` prints it on stderr
+            (``note: ``/``warning: `` first); ``[]`` where none. Not in ``--json``.
         variables: the variables shown (filtered and sorted).
         total: how many variables the checkpoint holds.
         averaged_roles: roles expected to have an EMA shadow: weights, plus batch-norm
@@ -87,7 +91,7 @@ class Listing(Record):
     _fields = ("checkpoint", "format", "meta", "variables", "total", "averaged_roles",
                "any_ema", "with_shadow", "expected", "by_key", "shards", "ema_evidence",
                "frozen", "saved_model", "unproven", "assumed", "copies_equal", "raw_expected",
-               "raw_named", "meta_note", "stated", "raw_offer", "orphans")
+               "raw_named", "meta_note", "stated", "said", "raw_offer", "orphans")
     _repr = tuple(f for f in _fields if f != "by_key")
 
     def __init__(self, checkpoint: str, format: str, meta: str | None,  # noqa: A002
@@ -105,6 +109,7 @@ class Listing(Record):
         self.checkpoint = checkpoint
         self.raw_offer = raw_offer
         self.stated = {} if stated is None else stated
+        self.said: list[str] = []  # the notes of what ``stated`` holds (statements_listed)
         self.meta_note = meta_note
         self.format = format
         self.meta = meta

@@ -136,3 +136,48 @@ def test_list_says_the_record_stated_it_in_every_view(run, flags, capsys):
     assert f"not swapped is stated by ckpt train's run record {record}" in err, err
     assert f"fit()'s order (model.trainable_variables) because ckpt train's run record " \
            f"{record} states it" in err, err
+
+
+_STATED = ("stated_not_swapped", "not_swapped_record", "stated_fit_order", "fit_order_record",
+           "assumed")
+
+
+@pytest.mark.parametrize("flags", [[], ["--sort", "name"]])
+def test_list_json_has_the_fields_export_json_has(run, flags, tmp_path, capsys):
+    """review-33-user-u33 F7: ``list --json`` of the trainer's file left out the fields
+    ``export --json`` of the same file has (the record's statements), in both the typer-free
+    path (``[]``) and the app's (``--sort name``); both said nothing on stderr either. The
+    record itself is the truth: the trainer wrote ``"swapped": false, "fit_order": true``."""
+    from ckpt_tools import cli
+
+    with open(os.path.join(run, RECORD_NAME)) as f:
+        written = json.load(f)
+    assert written["fit_order"] is True and written["swapped"] is False, written
+    e = _ckpt("export", _latest(run), "--json", "--out", tmp_path / "e.npz")
+    assert e.exit_code == 0, e.output
+    exported = json.loads(e.stdout)
+    capsys.readouterr()
+    try:
+        cli.main(["list", _latest(run), "--json", *flags])
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    got = capsys.readouterr()
+    assert code in (0, None), got.err
+    listed = json.loads(got.out)
+    record = os.path.join(run, RECORD_NAME)
+    assert listed["not_swapped_record"] == listed["fit_order_record"] == record, listed
+    assert listed["stated_not_swapped"] is True and listed["stated_fit_order"] is True, listed
+    assert {k: listed.get(k) for k in _STATED} == {k: exported.get(k) for k in _STATED}
+    assert f"not swapped is stated by ckpt train's run record {record}" in got.err, got.err
+
+
+def test_list_table_says_the_record_states_the_marked_order(run):
+    """review-33-user-u33 F7: the line under the table said a name marked '?' rests on an
+    order 'the file cannot prove' without saying that the run record states it."""
+    r = _ckpt("list", _latest(run))
+    assert r.exit_code == 0, r.output
+    marked = [line for line in r.stderr.splitlines() if "a name ending in '?'" in line]
+    assert len(marked) == 1, r.output
+    assert f"ckpt train's run record {os.path.join(run, RECORD_NAME)} states that order" \
+        in marked[0], marked

@@ -129,6 +129,20 @@ def note_recorded(out: Output, ckpt) -> None:
             out.note(line, always=True)
 
 
+def say_stated(out: Output, notes: Iterable[str]) -> None:
+    """Prints the notes of what a pairing rests on by statement
+    (:func:`ckpt_tools.statements.stated_notes`) on stderr, with ``-q`` too (the values are
+    wrong if a statement is): a ``warning: `` line as a warning, also kept for ``--json``'s
+    "notes" (keys that hold raw weights if a training run saved them, review-26-user-u28 F1),
+    each other line as a note."""
+    for note in notes:
+        if note.startswith("warning: "):
+            out.warning(note.removeprefix("warning: "))
+            out.noted.append(note)
+        else:
+            out.note(note, always=True)
+
+
 def json_notes(out: Output, own: Iterable[str] = ()) -> list[str]:
     """A command's ``--json`` "notes": its result's own notes (``own``, said first, kept even
     where ``--quiet`` left them off stderr), then every other note stderr showed: which file a
@@ -186,8 +200,10 @@ def run_list(path: str, json_out: bool, quiet: bool) -> int:
                         out.note(note, always=True)
                 note_quick_assumed(out, ckpt)
             return 0
-        out.json_of(list_variables(resolve(out, path), roles=None, collections=None,
-                                   match=None, sort="name", use_ema=None, assumptions=True))
+        listing = list_variables(resolve(out, path), roles=None, collections=None,
+                                 match=None, sort="name", use_ema=None, assumptions=True)
+        say_stated(out, listing.said)  # a record's statements: as export says them (u33 F7)
+        out.json_of(listing)
         return 0
     except BrokenPipeError:  # `ckpt list … | head` is not an error
         quiet_stdout()

@@ -44,6 +44,7 @@ from ._common import (
     trainable_names,
 )
 from ._output import Column, Output
+from ._run import say_stated
 
 if TYPE_CHECKING:
     from ..emamap import EmaMap
@@ -339,12 +340,7 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
     from ..statements import stated_notes
 
     notes, found = stated_notes(ckpt, check_apply_order(apply_order), ema_name, read)
-    for note in notes:
-        if note.startswith("warning: "):  # keys that hold raw weights if a training run saved
-            out.warning(note.removeprefix("warning: "))  # them (review-26-user-u28 F1)
-            out.noted.append(note)  # --json "notes" too
-        else:
-            out.note(note, always=True)
+    say_stated(out, notes)
     return found
 
 

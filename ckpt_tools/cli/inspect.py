@@ -48,7 +48,7 @@ from ._common import (
     trainable_names,
 )
 from ._output import Column, Output, cell_len, clean, human_bytes, shape_text
-from ._run import note_quick_assumed, note_recorded
+from ._run import note_quick_assumed, note_recorded, say_stated
 from .ema import (
     ApplyOrderOpt,
     EmaNameOpt,
@@ -142,12 +142,11 @@ def list_command(
     if match.active and not any(match(v.name, v.path) for v in listing.by_key.values()):
         raise no_selection(listing.checkpoint, match, shown={
             n for v in listing.by_key.values() for n in (v.name, v.path) if n})
-    stated = {}
     said = apply_order is not None or trainable or use_ema or not_swapped or fit_order \
         or averages_only or optimizer or saver_def_wrote
     noted = bool(listing.assumed) and not json_out  # --json: "assumed" (as the fast path)
     # ckpt train's run record states --not-swapped/--fit-order for its files: its notes are
-    # printed as map, export print them (review-22-user-u24 F8); --json as the fast path's
+    # printed as map, export print them (review-22-user-u24 F8)
     recorded = not json_out and (listing.ema_evidence is not None and has_record(
         listing.checkpoint) or has_restored_record(listing.checkpoint) or bool(
         listing.stated))  # (also what a mark inside the bundle states: tools_mark)
@@ -159,16 +158,17 @@ def list_command(
                              averages_only=averages_only,
                              saver_def_wrote=saver_def_wrote) as ckpt:
             note_recorded(out, ckpt)  # --saver-def-wrote, restore-ema's record (its output)
-            stated = note_stated_order(out, ckpt, apply_order, ema_name) if said or recorded \
-                else {}
+            say_stated(out, listing.said)  # what list_variables read, as export says it
             if noted:
                 note_assumed(out, ckpt)  # the EMA column shows an assumed pairing
+    else:  # the statements' notes, --json too: its fields are the listing's (u33 F7)
+        say_stated(out, listing.said)
     if listing.meta_note and not json_out:  # another graph doubting its names (r78)
         out.note(f"note: {listing.meta_note}", always=True)
     if json_out:
         warned = [*out.warned, *listing.orphans]  # r94 F5; u32 F2: as export warns
         warned = {"warnings": warned} if warned else {}
-        out.json({**listing.to_dict(), **stated, **warned})
+        out.json({**listing.to_dict(), **warned})
     elif quiet:
         out.lines([v.path or v.name for v in listing.variables])
     else:
@@ -282,9 +282,14 @@ def _print_table(out: Output, listing: Listing) -> None:
     marked = next((v for v in listing.by_key.values() if v.role in ("ema", "optimizer_slot")
                    and (v.path or "").endswith("?")), None)
     if marked:  # the optimizer's names, one scheme: '?' where fit()'s order alone names them
+        record = listing.stated.get("fit_order_record")  # who states the order (u33 F7)
+        by = (f"ckpt train's run record {record} states that order, as --fit-order does"
+              if record else "you stated that order (--fit-order)"
+              if listing.stated.get("stated_fit_order") else "")
         out.summary(f"EMA: a name ending in '?' ({marked.path}) is the one Keras gives the "
                     "variable of the weight that fit()'s build order pairs it with, which the "
-                    f"file cannot prove; the file stores it by position ({marked.name})")
+                    f"file cannot prove{'; ' + by if by else ''}; the file stores it by "
+                    f"position ({marked.name})")
     for said in listing.orphans:  # averages of weights it does not store, as export warns them
         out.summary(f"EMA: {said}")  # (review-30-user-u32 F2: not a clean "2 of 2")
 
