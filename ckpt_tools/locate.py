@@ -34,7 +34,8 @@ from .formats.savedmodel import (
     variables_prefix,
 )
 from .formats.v1 import find_shards, is_v1_file, shard_base, shard_pattern
-from .run_latest import ONLY, later_by_name, pick_latest, state_file_note
+from .run_latest import BY_NAME, ONLY, later_by_name, pick_latest, state_file_note
+from .run_record import lists_all
 from .state_file import (  # noqa: F401 (imported from here too: locate.STATE_FILE, ...)
     STATE_FILE,
     in_dir,
@@ -206,8 +207,10 @@ def _as_state_file(path: str) -> Location | None:
 
 def chosen(found: Location, directory: str, candidates: list[str], picked: str,
             why: str) -> Location:
-    """``found`` with the note saying which of ``candidates`` was taken, and ``why``."""
-    if len(candidates) < 2:
+    """``found`` with the note saying which of ``candidates`` was taken, and ``why``; none
+    where ``ckpt train``'s run record names every candidate and the step in the names picked
+    (its own series, as a state file would name it: review-33-user-u33 F8)."""
+    if len(candidates) < 2 or why == BY_NAME and lists_all(directory, candidates):
         return found
     others = sorted(c for c in candidates if c != picked)
     more = f" and {len(others) - 3} more" if len(others) > 3 else ""

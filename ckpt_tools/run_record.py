@@ -109,6 +109,17 @@ def recorded_files(directory: str) -> dict[str, dict]:
     return dict(doc["files"]) if doc else {}
 
 
+def lists_all(directory: str, names: list[str]) -> bool:
+    """Whether the run record in ``directory`` (a local one ``ckpt train`` wrote) names every
+    one of ``names``: the checkpoints there are the trainer's own ``ckpt-<step>.keras``
+    series, so the highest step is its latest, as a ``checkpoint`` state file would say.
+    Names only: which of them the record vouches for is read when one is opened."""
+    if "://" in directory or not os.path.isfile(os.path.join(directory, RECORD_NAME)):
+        return False
+    files = recorded_files(directory)
+    return bool(names) and all(n in files for n in names)
+
+
 def not_swapped_record(path: str) -> str | None:
     """The run record that states ``path`` was not saved swapped, or ``None``.
 

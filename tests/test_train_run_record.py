@@ -140,3 +140,18 @@ def test_refusal_names_the_file_once(run, tmp_path):
     r = _refused(path)
     assert r.stderr.count(path) == 1, r.stderr
     assert f"{path}: cannot restore EMA weights: its weights differ" in " ".join(r.stderr.split())
+
+
+def test_own_series_is_read_without_the_state_file_note(run, tmp_path):
+    """review-33-user-u33 F8: every command on the trainer's directory said it had '2 candidate
+    checkpoints and no 'checkpoint' state file' (a Keras run never has one), where the run
+    record names each file and the step in the names picks the latest, as a state file names
+    it in a TF run (no note there). A file the record does not name keeps the note."""
+    r = _ckpt("list", run)
+    assert r.exit_code == 0, r.output
+    assert f"{os.path.join(run, 'ckpt-6.keras')} (keras)" in r.stdout, r.stdout
+    assert "state file" not in r.stderr and "candidate" not in r.stderr, r.stderr
+    d = _copy(run, tmp_path)
+    shutil.copyfile(os.path.join(d, "ckpt-6.keras"), os.path.join(d, "ckpt-8.keras"))
+    r = _ckpt("list", d)
+    assert "no 'checkpoint' state file; using ckpt-8.keras" in r.stderr, r.output
