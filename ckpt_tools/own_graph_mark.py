@@ -177,7 +177,7 @@ def evaluation_resave(ckpt) -> bool:
     ``<v>/<EMA name>`` after the one variable ``<v>`` it was written from, in a graph with no
     shadow variable, no ``ema.apply()`` and no op training what it saves
     (:func:`~ckpt_tools.raw_named.evaluation_graph`), ``<v>`` stored under no key of its own,
-    and the key read by its name alone as an average. Such a key holds what that Saver
+    and one EMA name the graph proves (:func:`_resave_name`). Such a key holds what that Saver
     restored (the averages, restored from a training checkpoint): no swapped name, but
     nothing in the file proves it, so the checkpoint read through that graph is refused
     naming ``--averages-only``, and its copy without the graph is refused the same way (keys
@@ -187,7 +187,6 @@ def evaluation_resave(ckpt) -> bool:
     Returns:
         `bool` (``False`` where no graph's save op is read, or none renamed a key).
     """
-    from . import roles as R
     from .raw_named import evaluation_graph
     from .save_op import graph_file, written_sources
 
@@ -198,13 +197,62 @@ def evaluation_resave(ckpt) -> bool:
     if not renamed:
         return False
     stored = ckpt.entries()
-    by_name = {v.name: v.role for v in ckpt.with_meta(False).variables_unwarned()}
+    held = {}  # key -> the one variable it was written from
     for key, vs in renamed.items():
         (var, *more) = sorted(vs)
         if more or not key.startswith(var + "/") or var in stored \
-                or by_name.get(key) != R.EMA or not evaluation_graph(ckpt, key):
+                or not evaluation_graph(ckpt, key):
             return False
-    return True
+        held[key] = var
+    return _resave_name(ckpt, sources, held) is not None
+
+
+def _resave_name(ckpt, sources: dict[str, list[str]], held: dict[str, str]) -> str | None:
+    """The one EMA name ``<name>`` under which the save op wrote each renamed key
+    ``<v>/<name>`` from ``<v>`` (``held``: key -> ``<v>``; ``sources``: the save op's), where
+    the graph proves it an EMA name and no other (review-31-attack-r115 F1): the name read
+    alone pairs each key with its ``<v>`` (TF's default ``ExponentialMovingAverage``; not
+    ``tower/ExponentialMovingAverage``, read alone as the average of ``<v>/tower``), or a
+    name no average's by itself (``ExponentialMovingAverage(decay, name="fast")``:
+    ``W/fast``) that the save op proves a ``variables_to_restore()`` name: one part, every
+    key under it so written, each from a variable that call maps (trainable or in
+    ``moving_average_variables``). Any Saver of the graph naming a variable ``<v>/<other
+    name>`` (two EMA objects: the restoring Saver of one, the saving Saver of another)
+    leaves it unproven: nothing says whose averages the variables held.
+
+    Returns:
+        `str`, or ``None`` where no single name is so proven."""
+    from . import roles as R
+    from .formats.meta_saver import saved_sources_all
+    from .raw_named import vtr_variables
+    from .save_op import graph_file
+    from .saved_keys import PART
+
+    names = {key[len(var) + 1:] for key, var in held.items()}
+    if len(names) != 1:
+        return None
+    (name,) = names
+    by_name = {v.name: v for v in ckpt.with_meta(False).variables_unwarned()}
+    read = [by_name.get(key) for key in held]
+    if any(v is None for v in read):
+        return None
+    if any(v.role == R.EMA for v in read):  # the name alone pairs each key: with its <v>?
+        if not all(v.role == R.EMA and v.ema_of == held[v.name] for v in read):
+            return None
+    else:
+        averaged = vtr_variables(ckpt)
+        if "/" in name or any(k not in held for k in sources if k.endswith("/" + name)) \
+                or any(not set(sources[k]) <= averaged and held[k] not in averaged
+                       for k in held):
+            return None
+    for saver in saved_sources_all(graph_file(ckpt)):  # every Saver the graph builds
+        for key, src in saver.items():
+            whole = {PART.sub("", s) for s in src}
+            var = whole.pop() if len(whole) == 1 else None
+            if var and key not in src and key.startswith(var + "/") \
+                    and key[len(var) + 1:] != name:
+                return None
+    return name
 
 
 def graph_digest(path: str | None) -> str | None:

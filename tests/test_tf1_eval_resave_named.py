@@ -1,0 +1,144 @@
+"""The average of TF1 evaluation-graph re-saves (``Saver(ema.variables_to_restore())`` in a
+graph with no ``ema.apply()``, restoring a training checkpoint's averages and saving them) of
+an EMA object NAMED by hand (``ExponentialMovingAverage(decay, name="fast")``: keys
+``fc/w/fast``) was marked as if a swapping Saver's graph doubted its keys, only TF's default
+name being read as an average's (review-31-attack-r115 F1): its ``.index`` + ``.data`` copy
+was refused with that false reason even with ``--ema-name fast --averages-only``, which reads
+the input's own copy. Where the graph cannot tell which averages its keys hold, the mark
+stays: the restoring Saver of one object and the saving Saver of another in one graph (whose
+averages do ``fc/w/ExponentialMovingAverage`` hold?), and an EMA name with a scope
+(``tower/ExponentialMovingAverage``: read alone, the average of ``fc/w/tower``). Made here by
+TensorFlow (a subprocess), the truth read from the training session (``ema.average(v)``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import run_cli, run_script
+from test_marked_outputs import _copy
+
+SCRIPT = r'''
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+tf1.disable_eager_execution()
+out = sys.argv[1]
+truth = {}
+NAMES = ("fast", "ExponentialMovingAverage", "tower/ExponentialMovingAverage")
+
+
+def model():
+    x = tf1.placeholder_with_default(tf.ones([2, 3]), [None, 3], name="x")
+    w = tf1.get_variable("fc/w", [3, 3], initializer=tf1.random_normal_initializer())
+    b = tf1.get_variable("fc/b", [3], initializer=tf1.random_normal_initializer())
+    return w, b, tf.matmul(x, w) + b
+
+
+with tf.Graph().as_default():  # training: three EMA objects, their shadows all saved
+    gs = tf1.train.get_or_create_global_step()
+    w, b, y = model()
+    step = tf1.train.GradientDescentOptimizer(0.05).minimize(tf.reduce_sum(tf.square(y)),
+                                                             global_step=gs)
+    emas = [tf1.train.ExponentialMovingAverage(d, num_updates=gs, name=n)
+            for d, n in zip((0.5, 0.7, 0.9), NAMES)]
+    with tf.control_dependencies([step]):
+        train_op = tf.group(*[e.apply([w, b]) for e in emas])
+    saver = tf1.train.Saver()
+    with tf1.Session() as s:
+        s.run(tf1.global_variables_initializer())
+        for i in (1, 2, 3, 4):
+            s.run(train_op)
+            if i > 2:
+                saver.save(s, f"{out}/train/model.ckpt", global_step=gs)
+                for e in emas:
+                    for v in (w, b):
+                        truth[f"{i}:{e.name}:{v.op.name}"] = s.run(e.average(v).read_value())
+# each evaluation graph: no ema.apply(); (the Saver restoring, the Saver saving)
+EVAL = {"fast": ("fast", "fast"), "crossed": ("fast", "ExponentialMovingAverage"),
+        "tower": ("tower/ExponentialMovingAverage",) * 2}
+for kind, (restore, save) in EVAL.items():
+    for i in (3, 4):
+        with tf.Graph().as_default():
+            gs = tf1.train.get_or_create_global_step()
+            model()
+            savers = {n: tf1.train.Saver(tf1.train.ExponentialMovingAverage(
+                0.5, name=n).variables_to_restore()) for n in {restore, save}}
+            os.makedirs(f"{out}/{kind}", exist_ok=True)
+            with tf1.Session() as s:
+                savers[restore].restore(s, f"{out}/train/model.ckpt-{i}")
+                savers[save].save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
+np.savez(f"{out}/truth.npz", **truth)
+'''
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tf1_eval_resave_named")
+    return out, run_script(SCRIPT, out)
+
+
+def _average(out, kind: str, tmp_path):
+    """``ckpt average`` of ``kind``'s two re-saves; returns (the output, its ``.index`` +
+    ``.data`` copy, the newest input's copy)."""
+    avg = tmp_path / kind
+    code, _, err = run_cli(["average", str(out / kind / "model.ckpt-4"),
+                            str(out / kind / "model.ckpt-3"), "--out", str(avg)])
+    assert code == 0, err
+    return (avg / "model.ckpt-4",
+            _copy(avg, "model.ckpt-4", tmp_path / f"{kind}-out", "model.ckpt",
+                  only=(".index", ".data")),
+            _copy(out / kind, "model.ckpt-4", tmp_path / f"{kind}-in", "model.ckpt",
+                  only=(".index", ".data")))
+
+
+def _export(ckpt, *options: str, dst) -> tuple[int, str]:
+    code, _, err = run_cli(["export", *options, str(ckpt), "--out", str(dst)])
+    return code, " ".join(err.replace(str(ckpt), "CKPT").split())
+
+
+def test_average_of_custom_named_evaluation_resaves_reads_as_they_do(made, tmp_path):
+    """In place and copied, the average reads as its inputs' copy: refused naming
+    ``--averages-only``, no swapping Saver's mark; ``--ema-name fast --averages-only`` reads
+    the mean of ``fast``'s averages the re-saves hold, bit for bit."""
+    out, truth = made
+    avg, copied, given = _average(out, "fast", tmp_path)
+    said = {}
+    for name, ckpt in (("avg", avg), ("out", copied), ("in", given)):
+        code, line = _export(ckpt, "--ema-name", "fast", dst=tmp_path / f"{name}.npz")
+        assert code == 6, line
+        assert "--averages-only" in line and "swapping" not in line, line
+        assert "_CKPT_TOOLS_RECORD" not in line, line  # was: the mark's refusal
+        said[name] = line
+        code, line = _export(ckpt, "--ema-name", "fast", "--averages-only",
+                             dst=tmp_path / f"{name}.npz")
+        assert code == 0, line  # the output's copy was refused, exit 6
+        with np.load(tmp_path / f"{name}.npz") as z:
+            assert sorted(z.files) == ["fc/b", "fc/w"]
+            for n in z.files:
+                held = [truth[f"{i}:fast:{n}"] for i in ((4,) if name == "in" else (3, 4))]
+                mean = np.mean([h.astype(np.float64) for h in held], axis=0)
+                assert z[n].tobytes() == mean.astype(held[0].dtype).tobytes(), (name, n)
+    assert said["out"] == said["in"]
+
+
+@pytest.mark.parametrize("kind, options", [
+    # fast's averages restored, saved under the default object's names
+    ("crossed", ("--averages-only",)),
+    ("crossed", ("--ema-name", "ExponentialMovingAverage", "--averages-only")),
+    # read alone, tower/ExponentialMovingAverage names the average of fc/w/tower
+    ("tower", ("--averages-only",))])
+def test_average_of_resaves_the_graph_cannot_tell_stays_marked(made, kind, options, tmp_path):
+    """The graph does not prove one EMA name its keys hold the averages of: its ``.index`` +
+    ``.data`` copy stays refused (exit 6) naming the mark, not read as the averages the names
+    say (was exit 0: ``crossed``'s ``fc/w/ExponentialMovingAverage`` gave ``fast``'s average;
+    ``tower``'s were exported as weights ``fc/w/tower``, ``fc/b/tower``)."""
+    out, _ = made
+    _, copied, _ = _average(out, kind, tmp_path)
+    code, line = _export(copied, *options, dst=tmp_path / "e.npz")
+    assert code == 6, line
+    assert "_CKPT_TOOLS_RECORD" in line and "--not-swapped" in line, line
+    assert not (tmp_path / "e.npz").exists()
