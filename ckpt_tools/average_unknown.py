@@ -77,13 +77,14 @@ def unknown_to_carry(ckpts: list[Checkpoint], ema: bool, bake: bool,
 
 def refused_by_mark(ckpt: Checkpoint) -> bool:
     """Whether the pairing by names of ``ckpt`` is refused for its own mark alone
-    (``meta_unknown`` is :func:`~ckpt_tools.tools_mark.names_doubted_refusal`'s: no graph of
+    (``meta_unknown`` is :func:`~ckpt_tools.doubt_refusal.names_doubted_refusal`'s: no graph of
     its own, none of its prefix doubting it, and its mark's ``names_doubted``), not for
     graphs of its prefix that could not be known.
 
     Returns:
         `bool`."""
-    from .tools_mark import names_doubted, names_doubted_refusal
+    from .doubt_refusal import names_doubted_refusal
+    from .tools_mark import names_doubted
 
     exc = getattr(ckpt, "meta_unknown", None)
     doc = getattr(ckpt, "tools_mark", None)

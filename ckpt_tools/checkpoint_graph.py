@@ -13,12 +13,13 @@ which graph file it is read with and makes its view without one (``--no-meta``).
 
 from __future__ import annotations
 
+from .doubt_refusal import names_doubted_refusal
 from .errors import CheckpointError, CorruptCheckpointError, UnprovenPairingError
 from .formats.meta import MetaGraph, meta_decode_error, read_meta_graph
 from .formats.objgraph import OBJECT_GRAPH_KEY
 from .formats.savedmodel import read_saved_model
 from .locate import Location
-from .tools_mark import names_doubted, names_doubted_refusal
+from .tools_mark import names_doubted
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
 if TYPE_CHECKING:

@@ -306,7 +306,8 @@ def refuse_foreign_graph(path: str, graph: str, doc: dict) -> UnprovenPairingErr
     Returns:
         `UnprovenPairingError`, or ``None`` where ``graph`` is the recorded one.
     """
-    from .tools_mark import RECORD_KEY, doubt_writers, names_doubted
+    from .doubt_refusal import doubt_writers
+    from .tools_mark import RECORD_KEY, names_doubted
 
     d = names_doubted(doc) or {}
     recorded = d.get("graph_sha256")

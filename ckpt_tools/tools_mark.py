@@ -15,7 +15,8 @@ What it says (:func:`mark_doc`):
 * ``names_doubted``: ``ckpt average`` wrote the keys under their own names from inputs whose
   names a swapping Saver's graph of their prefix doubts (:mod:`~ckpt_tools.average_doubt`).
   Where no graph beside the checkpoint doubts it any more (renamed, copied without the graph,
-  ``s3://``), its pairing by names is refused (exit 6, :func:`names_doubted_refusal`); where
+  ``s3://``), its pairing by names is refused (exit 6,
+  :func:`~ckpt_tools.doubt_refusal.names_doubted_refusal`); where
   the carried graph is still beside it, that graph doubts it as before.
 * ``stated``: the statements the output was written under (``--averages-only``,
   ``--saver-def-wrote``, ``--not-swapped``, ``--no-meta`` over a graph or mark that decides
@@ -30,10 +31,10 @@ s32f). A doubt the writer made itself besides the one it carried is ``"own"``.
 
 from __future__ import annotations
 
-from .errors import CorruptCheckpointError, UnprovenPairingError
+from .errors import CorruptCheckpointError
 
-__all__ = ["RECORD_KEY", "add_mark", "doubt_writers", "graph_written", "mark_doc", "merged",
-           "names_doubted", "names_doubted_refusal", "stated_notes", "stated_of", "take_mark"]
+__all__ = ["RECORD_KEY", "add_mark", "graph_written", "mark_doc", "merged", "names_doubted",
+           "stated_notes", "stated_of", "take_mark"]
 
 #: The key our writers add to a checkpoint they mark.
 RECORD_KEY = "_CKPT_TOOLS_RECORD"
@@ -114,29 +115,6 @@ def _pairs(x) -> list[list[str]]:
     return [list(o) for o in x] if isinstance(x, list) else []
 
 
-def doubt_writers(d: dict) -> tuple[str, str]:
-    """Who wrote the checkpoint whose mark's ``names_doubted`` is ``d``, for a refusal's
-    ``"its ... key says <who> from inputs ... doubts<tail>"``: its writer (``"ckpt average
-    wrote it"``) where the doubt is its own, else the commands that made it over their outputs
-    (``"ckpt average wrote avg/model.ckpt-3"``), the tail naming the writer that carried it
-    (``", and ckpt restore-ema carried that doubt into it"``): a carried doubt was said made
-    by the carrier, from inputs it never read (s32f).
-
-    Returns:
-        ``(who, tail)``.
-    """
-    by = str(d.get("by", "ckpt average"))
-    origins = _pairs(d.get("origins"))
-    if not origins:
-        return f"{by} wrote it", ""
-    made: dict[str, list[str]] = {}
-    for b, p in origins:
-        made.setdefault(b, []).append(p)
-    who = [f"{by} wrote it"] if d.get("own") else []
-    who += [f"{b} wrote {' and '.join(ps)}" for b, ps in made.items()]
-    return " and ".join(who), f", and {by} carried that doubt into it"
-
-
 def _join_stated(have: dict, s: dict) -> None:
     """Adds the statements of ``s`` (a mark's ``stated``) to ``have``: the first detail and
     ``"by"`` kept; each statement's ``"origins"`` (the commands that made it over the outputs
@@ -158,11 +136,14 @@ def _join_stated(have: dict, s: dict) -> None:
             joined += [list(o) for o in origins[k] if list(o) not in joined]
 
 
-def graph_written(doc: dict | None, sha256: str | None) -> dict | None:
+def graph_written(doc: dict | None, sha256: str | None, carried: bool = False) -> dict | None:
     """``doc`` (a mark about to be written) whose ``names_doubted`` records ``sha256``, the
     SHA-256 of the graph written beside the output as its own ``.meta``, or no
     ``graph_sha256`` where none was (``sha256`` ``None``): a graph recorded for an output
-    must be the one it was written with, never one only its input had.
+    must be the one it was written with, never one only its input had. Its
+    ``"graph_written"`` says whether the writer wrote any doubting graph beside the output
+    (that one, or ``carried``: copies of other checkpoints' graphs), so that a refusal never
+    says one was lost by a copy where none was ever written (s32f).
 
     Returns:
         ``doc``, changed in place.
@@ -173,6 +154,7 @@ def graph_written(doc: dict | None, sha256: str | None) -> dict | None:
             d["graph_sha256"] = sha256
         else:
             d.pop("graph_sha256", None)
+        d["graph_written"] = bool(sha256) or carried
     return doc
 
 
@@ -241,6 +223,7 @@ def _well_formed(doc: dict) -> bool:
         if not isinstance(d, dict) or not isinstance(d.get("by", ""), str) \
                 or not isinstance(d.get("graph_sha256", ""), str) \
                 or not isinstance(d.get("own", True), bool) \
+                or not isinstance(d.get("graph_written", True), bool) \
                 or not all(_strings(d.get(f, [])) for f in ("graphs", "inputs")) \
                 or not (isinstance(d.get("origins", []), list) and all(
                     _strings(x) and len(x) == 2 for x in d.get("origins", []))):
@@ -271,37 +254,6 @@ def stated_of(doc: dict | None) -> dict:
     """The mark's ``stated`` part (statement -> detail, and ``"by"``), or ``{}``."""
     s = (doc or {}).get("stated")
     return s if isinstance(s, dict) else {}
-
-
-def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
-    """The refusal (exit 6, ``--not-swapped``) of the pairing by names of the checkpoint
-    ``path`` whose mark says ``ckpt average`` wrote it from inputs whose names a swapping
-    Saver's graph doubts, where no graph beside it doubts it now (review-28-attack-r105
-    F1-F3)."""
-    d = names_doubted(doc) or {}
-    graphs = ", ".join(str(g) for g in d.get("graphs") or []) or "a graph of their prefix"
-    inputs = ", ".join(str(i) for i in d.get("inputs") or [])
-    who, carried = doubt_writers(d)
-    said = (f"{path}: its {RECORD_KEY} key says {who} from "
-            f"inputs{f' ({inputs})' if inputs else ''} whose keys' names a swapping Saver's "
-            f"graph ({graphs}) doubts{carried}")
-    if stated_of(doc).get("no_meta") and not d.get("graph_sha256"):
-        # written under --no-meta: no graph was written with it, none can be copied beside
-        # it, and its plain names hold what the keys named as averages held (r112 F3)
-        return UnprovenPairingError(
-            said + ", and that it was written under --no-meta, with no graph beside it: "
-            "its plain names hold what its input's keys "
-            "named as averages held, and no graph read proves what that was. If a Saver of "
-            "each variable under its own name wrote the inputs, pass --not-swapped (Python: "
-            "not_swapped=True); if the swapping Saver did, those keys held the raw weights: "
-            "write it again from its inputs without --no-meta (the keys as stored: ckpt "
-            "export --raw --no-meta)", option="--not-swapped")
-    return UnprovenPairingError(
-        said + ", and no such graph is beside it now (renamed, or copied without "
-        "it): its names are not read alone. Copy it with that graph beside it under its "
-        "original name; if a Saver of each variable under its own name wrote the inputs, "
-        "pass --not-swapped (Python: not_swapped=True); if the swapping Saver did, the keys "
-        "as stored are what it saved (ckpt export --raw --no-meta)", option="--not-swapped")
 
 
 _STATED = {

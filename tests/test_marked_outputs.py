@@ -212,6 +212,13 @@ def test_outputs_of_a_marked_input_keep_its_doubt(made, tmp_path):
     assert "key says ckpt average wrote it from" not in line, err
     assert f"key says ckpt average wrote {one} and {ckpt} from inputs (" in line, err
     assert "doubts, and ckpt average carried that doubt into it" in line, err
+    # ... and said its graph was lost "(renamed, or copied without it)", even where it lies
+    # where it was written: that average wrote no graph beside it (s32f)
+    for where in (moved, tmp_path / "again/best"):
+        code, _, err = run_cli(["export", str(where), "--out", str(tmp_path / "d.npz")])
+        line = " ".join(err.split())
+        assert code == 6 and "ckpt average wrote no such graph beside it" in line, err
+        assert "renamed, or copied without it" not in line, err
 
 
 def _warned(ckpt, tmp_path, *cmds: str) -> None:

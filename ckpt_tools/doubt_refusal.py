@@ -1,0 +1,68 @@
+"""What a refusal says of a checkpoint whose mark (:mod:`~ckpt_tools.tools_mark`) records
+``names_doubted``: who wrote it, who carried the doubt into it (s32f), and whether a graph
+that doubts it was ever written beside it."""
+
+from __future__ import annotations
+
+from .errors import UnprovenPairingError
+from .tools_mark import RECORD_KEY, names_doubted, stated_of
+
+__all__ = ["doubt_writers", "names_doubted_refusal"]
+
+
+def doubt_writers(d: dict) -> tuple[str, str]:
+    """Who wrote the checkpoint whose mark's ``names_doubted`` is ``d``, for a refusal's
+    ``"its ... key says <who> from inputs ... doubts<tail>"``: its writer (``"ckpt average
+    wrote it"``) where the doubt is its own, else the commands that made it over their outputs
+    (``"ckpt average wrote avg/model.ckpt-3"``), the tail naming the writer that carried it
+    (``", and ckpt restore-ema carried that doubt into it"``): a carried doubt was said made
+    by the carrier, from inputs it never read (s32f).
+
+    Returns:
+        ``(who, tail)``.
+    """
+    by = str(d.get("by", "ckpt average"))
+    origins = [list(o) for o in d["origins"]] if isinstance(d.get("origins"), list) else []
+    if not origins:
+        return f"{by} wrote it", ""
+    made: dict[str, list[str]] = {}
+    for b, p in origins:
+        made.setdefault(b, []).append(p)
+    who = [f"{by} wrote it"] if d.get("own") else []
+    who += [f"{b} wrote {' and '.join(ps)}" for b, ps in made.items()]
+    return " and ".join(who), f", and {by} carried that doubt into it"
+
+
+def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
+    """The refusal (exit 6, ``--not-swapped``) of the pairing by names of the checkpoint
+    ``path`` whose mark says ``ckpt average`` wrote it from inputs whose names a swapping
+    Saver's graph doubts, where no graph beside it doubts it now (review-28-attack-r105
+    F1-F3)."""
+    d = names_doubted(doc) or {}
+    graphs = ", ".join(str(g) for g in d.get("graphs") or []) or "a graph of their prefix"
+    inputs = ", ".join(str(i) for i in d.get("inputs") or [])
+    who, carried = doubt_writers(d)
+    said = (f"{path}: its {RECORD_KEY} key says {who} from "
+            f"inputs{f' ({inputs})' if inputs else ''} whose keys' names a swapping Saver's "
+            f"graph ({graphs}) doubts{carried}")
+    if stated_of(doc).get("no_meta") and not d.get("graph_sha256"):
+        # written under --no-meta: no graph was written with it, none can be copied beside
+        # it, and its plain names hold what the keys named as averages held (r112 F3)
+        return UnprovenPairingError(
+            said + ", and that it was written under --no-meta, with no graph beside it: "
+            "its plain names hold what its input's keys "
+            "named as averages held, and no graph read proves what that was. If a Saver of "
+            "each variable under its own name wrote the inputs, pass --not-swapped (Python: "
+            "not_swapped=True); if the swapping Saver did, those keys held the raw weights: "
+            "write it again from its inputs without --no-meta (the keys as stored: ckpt "
+            "export --raw --no-meta)", option="--not-swapped")
+    # where its writer wrote no such graph beside it, none was lost by a copy (s32f)
+    lost = (", and no such graph is beside it now (renamed, or copied without it): its names "
+            "are not read alone. Copy it with that graph beside it under its original name; if"
+            ) if d.get("graph_written", True) else (
+        f", and {d.get('by', 'ckpt average')} wrote no such graph beside it: its names are "
+        "not read alone. If")
+    return UnprovenPairingError(
+        said + lost + " a Saver of each variable under its own name wrote the inputs, "
+        "pass --not-swapped (Python: not_swapped=True); if the swapping Saver did, the keys "
+        "as stored are what it saved (ckpt export --raw --no-meta)", option="--not-swapped")
