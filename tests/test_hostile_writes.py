@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from _corpus import tf_corpus, tree_hashes
+from _in_process import ckpt
 from helpers import start_paused
 
 CHILD = textwrap.dedent("""
@@ -165,7 +166,7 @@ def test_export_never_replaces_an_input_even_with_force(run, tmp_path, to):
     # The state file that was read, the index, a data shard: all inputs, in every format.
     for target in ("checkpoint", "model.ckpt.index", "model.ckpt.data-00000-of-00001",
                    "model.ckpt.meta"):
-        r = _cli("export", str(run), "--out", str(run / target), "--to", to, "--force")
+        r = ckpt("export", str(run), "--out", str(run / target), "--to", to, "--force")
         # A checkpoint file's name contradicts --to: exit 2 naming both, before anything is
         # read or written (the input checks below refuse what such a name does not).
         assert r.returncode == 2, r.stderr
@@ -174,7 +175,7 @@ def test_export_never_replaces_an_input_even_with_force(run, tmp_path, to):
     (tmp_path / "sym").symlink_to(run / "checkpoint")
     os.link(run / "model.ckpt.index", tmp_path / "hard")
     for target in ("sym", "hard"):
-        r = _cli("export", str(run), "--out", str(tmp_path / target), "--to", to, "--force")
+        r = ckpt("export", str(run), "--out", str(tmp_path / target), "--to", to, "--force")
         assert r.returncode == 7 and "is input" in r.stderr, r.stderr
 
 
@@ -187,7 +188,7 @@ def test_restore_ema_never_writes_where_the_state_file_it_read_lives(tmp_path):
     for argv in (["--out", str(run), "--force"], ["--out", str(run / "sub"), "--force"],
                  ["--out", str(run), "--format", "h5"],
                  ["--out", str(run / "sub" / "w.h5"), "--format", "h5", "--force"]):
-        r = _cli("restore-ema", str(run), *argv)
+        r = ckpt("restore-ema", str(run), *argv)
         assert r.returncode == 7, (argv, r.stderr)
         assert "holds the input" in r.stderr, r.stderr
     assert tree_hashes(run) == before
@@ -198,7 +199,7 @@ def test_restore_ema_never_writes_where_the_state_file_it_read_lives(tmp_path):
 def test_export_force_refuses_to_replace_a_device(run, tmp_path):
     dev = tmp_path / "full"
     os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 7))  # a copy of /dev/full
-    r = _cli("export", str(run), "--out", str(dev), "--to", "npz", "--force")
+    r = ckpt("export", str(run), "--out", str(dev), "--to", "npz", "--force")
     assert r.returncode == 7 and "is a device, not a regular file" in r.stderr, r.stderr
     assert stat.S_ISCHR(os.lstat(dev).st_mode)
 
@@ -249,7 +250,7 @@ def test_kill_9_at_every_rename_of_restore_ema_into_a_new_directory(run, tmp_pat
     ref, out = tmp_path / "ref", tmp_path / "parent" / "out"
     out.parent.mkdir()
     argv = ["restore-ema", str(run), "--out", str(out)]
-    assert _cli("restore-ema", str(run), "--out", str(ref)).returncode == 0
+    assert ckpt("restore-ema", str(run), "--out", str(ref)).returncode == 0
     new = _hashes(ref)
 
     def reset():
@@ -275,19 +276,19 @@ def test_kill_9_at_every_rename_of_restore_ema_into_a_new_directory(run, tmp_pat
 def test_kill_9_at_every_rename_of_restore_ema_force_over_an_old_checkpoint(run, tmp_path):
     out = tmp_path / "parent" / "out"
     # The old output: another checkpoint under the same name, plus a user's file that stays.
-    assert _cli("restore-ema", str(FIX / "custom_ema_name"), "--out", str(out), "--name",
+    assert ckpt("restore-ema", str(FIX / "custom_ema_name"), "--out", str(out), "--name",
                 "model.ckpt", "--ema-name", "avg").returncode == 0
     (out / "notes.txt").write_text("keep me")
     old = _hashes(out)
     ref = tmp_path / "ref"
-    assert _cli("restore-ema", str(run), "--out", str(ref)).returncode == 0
+    assert ckpt("restore-ema", str(run), "--out", str(ref)).returncode == 0
     new = {**_hashes(ref), "notes.txt": old["notes.txt"]}
     assert old != new
     argv = ["restore-ema", str(run), "--out", str(out), "--force"]
     points = _kill_at_every_rename(argv, out, old, new, tmp_path)
     assert any("exchange" in p for p in points), points
     assert (out / "notes.txt").read_text() == "keep me"
-    assert _cli("verify", str(out)).returncode == 0
+    assert ckpt("verify", str(out)).returncode == 0
 
 
 @pytest.mark.parametrize("to", ["npz", "safetensors", "h5"])
@@ -297,7 +298,7 @@ def test_kill_9_at_every_rename_of_export_force(run, tmp_path, to):
     out.write_bytes(b"old weights")
     old = tree_hashes(out)
     ref = tmp_path / f"ref.{to}"
-    assert _cli("export", str(run), "--out", str(ref)).returncode == 0
+    assert ckpt("export", str(run), "--out", str(ref)).returncode == 0
     new = {str(out): tree_hashes(ref)[str(ref)]}
     points = _kill_at_every_rename(["export", str(run), "--out", str(out), "--force"], out,
                                    old, new, tmp_path)
@@ -338,7 +339,7 @@ def test_two_writers_to_one_out_exactly_one_wins(run, tmp_path, existing):
     # Refused up front while the first stages it (naming its pid), or when publishing.
     assert ("already exists" in loser or f"another process is writing it (pid {first.pid})"
             in loser) and str(out) in loser and ".tmp-" not in loser, loser
-    assert _cli("verify", str(out)).returncode == 0
+    assert ckpt("verify", str(out)).returncode == 0
     assert [p.name for p in out.parent.iterdir()] == ["out"]
 
 
@@ -364,7 +365,7 @@ def test_outputs_honour_the_umask(run, tmp_path, mask):
         bake_ema(run, tmp_path / "new" / "out")
         export_weights(run, tmp_path / "w.npz")
         (tmp_path / "h5").mkdir()
-        r = _cli("restore-ema", str(run), "--format", "h5", "--out", str(tmp_path / "h5" / "d"))
+        r = ckpt("restore-ema", str(run), "--format", "h5", "--out", str(tmp_path / "h5" / "d"))
         assert r.returncode == 0, r.stderr
     finally:
         os.umask(old)
@@ -380,7 +381,7 @@ def test_outputs_honour_the_umask(run, tmp_path, mask):
 @pytest.mark.parametrize("fmt", ["v2", "h5"])
 def test_name_must_be_a_plain_file_name(run, tmp_path, name, fmt):
     out = tmp_path / "a" / "b" / "out"
-    r = _cli("restore-ema", str(run), "--out", str(out), "--name", name, "--format", fmt)
+    r = ckpt("restore-ema", str(run), "--out", str(out), "--name", name, "--format", fmt)
     assert r.returncode == 7 and "invalid --name" in r.stderr, r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
@@ -394,7 +395,7 @@ def test_name_must_be_a_plain_file_name(run, tmp_path, name, fmt):
 def test_tensor_names_are_checked_before_becoming_member_names(run, tmp_path, to, rule,
                                                                 message):
     out = tmp_path / f"w.{to}"
-    r = _cli("export", str(run), "--out", str(out), "--rename", rule)
+    r = ckpt("export", str(run), "--out", str(out), "--rename", rule)
     assert r.returncode == 7 and message in r.stderr and "--rename" in r.stderr, r.stderr
     assert str(out) in r.stderr, r.stderr  # the line names the file (review-11-user-r9 F7)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
@@ -427,7 +428,7 @@ def test_disk_full_names_the_output_and_leaves_nothing(tiny_fs, tmp_path, argv):
     shutil.copytree(FIX / "trainer_v1", src)
     before = tree_hashes(src)
     argv = [a.format(mnt=tiny_fs) for a in argv]
-    r = _cli(argv[0], str(src), *argv[1:])
+    r = ckpt(argv[0], str(src), *argv[1:])
     assert r.returncode == 1, r.stderr
     line = r.stderr.strip()
     out = argv[-1]
@@ -465,7 +466,7 @@ def test_out_of_range_slice_is_never_written(tmp_path):
     before = tree_hashes(src)
     for argv in (["restore-ema", str(src), "--out", str(tmp_path / "o")],
                  ["export", str(src), "--out", str(tmp_path / "w.npz")]):
-        r = _cli(*argv)
+        r = ckpt(*argv)
         assert r.returncode == 4, r.stderr
         assert "emb" in r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hostile"]
@@ -494,9 +495,9 @@ def test_average_follows_the_same_discipline(run, tmp_path):
     run2 = tmp_path / "run2"
     shutil.copytree(run, run2)
     pair = [str(run), str(run2), "--newest", str(run2)]  # no step recorded: --newest decides
-    r = _cli("average", *pair, "--out", str(run), "--force")
+    r = ckpt("average", *pair, "--out", str(run), "--force")
     assert r.returncode == 7 and "holds the input" in r.stderr, r.stderr
-    r = _cli("average", *pair, "--out", str(tmp_path / "a"), "--name", "../x")
+    r = ckpt("average", *pair, "--out", str(tmp_path / "a"), "--name", "../x")
     assert r.returncode == 7 and "invalid --name" in r.stderr, r.stderr
     old = os.umask(0o022)
     try:
@@ -505,5 +506,5 @@ def test_average_follows_the_same_discipline(run, tmp_path):
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "avg").stat().st_mode) == 0o755
     assert result.prefix == str(tmp_path / "avg" / "model.ckpt")
-    assert _cli("verify", str(tmp_path / "avg")).returncode == 0
+    assert ckpt("verify", str(tmp_path / "avg")).returncode == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["avg", "run", "run2"]
