@@ -32,3 +32,20 @@ def agreeing(n: int, one: str, many: str) -> str:
         `str`: ``one`` or ``many``.
     """
     return one if n == 1 else many
+
+
+def weights_counted(names) -> str:
+    """The count of the exported tensors ``names``: ``"8 weights"``, a batch norm layer's
+    moving statistics (``bn/moving_mean``: :func:`~ckpt_tools.roles.bn_statistic_name`)
+    counted by that name, as ``list`` counts them (a12ffaf), not as weights (s32f: export's
+    summary said "8 weights" of 6 weights and 2 moving statistics).
+
+    Returns:
+        `str`: ``"8 weights"``, ``"6 weights and 2 BN statistics"``, ``"1 BN statistic"``...
+    """
+    from .roles import bn_statistic_name
+
+    names = list(names)
+    stats = sum(1 for n in names if bn_statistic_name(n))
+    parts = [counted(len(names) - stats, "weight")] if len(names) > stats or not names else []
+    return " and ".join([*parts, *([counted(stats, "BN statistic")] if stats else [])])

@@ -17,7 +17,7 @@ import typer
 from ..checkpoint import open_checkpoint
 from ..errors import OutputError
 from ..h5_out_name import tf_bundle_input
-from ..wording import counted
+from ..wording import weights_counted
 from ._common import (
     AveragesOnlyOpt,
     FitOrderOpt,
@@ -207,7 +207,7 @@ def export_command(
                     else f", {len(result.averaged)} with EMA values")
         out.prose(f"wrote {result.path} ({result.format}, "  # the tensors, not the file
                  f"{human_bytes(result.nbytes)} of weights): "
-                 f"{counted(len(result.tensors), 'weight')}"
+                 f"{weights_counted(result.tensors)}"
                  + (f" as stored ({result.stored})" if result.stored else
                     averaged + _raw_said(result) if allow_missing and ema is not False else
                     averaged))
