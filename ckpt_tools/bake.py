@@ -411,9 +411,10 @@ def written_mark(ckpt: Checkpoint, read=None, unread: str | None = None,
 
     if source_of is not None and not own and carried_disproved([ckpt], ckpt, source_of):
         return drop_carried(mark)
-    from .own_graph_mark import graph_digest
+    from .own_graph_mark import graph_digest, several_objects
 
-    return graph_written(mark, graph_digest(graph) if graph else None)
+    return graph_written(mark, graph_digest(graph) if graph else None,
+                         baked_over=bool(graph) and several_objects(ckpt))
 
 
 def _stated_for(ckpt: Checkpoint, meta_copied: bool, read) -> dict:

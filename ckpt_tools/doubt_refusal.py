@@ -45,6 +45,11 @@ def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
     said = (f"{path}: its {RECORD_KEY} key says {who} from "
             f"inputs{f' ({inputs})' if inputs else ''} whose keys' names a swapping Saver's "
             f"graph ({graphs}) doubts{carried}")
+    if d.get("graph_of_input"):  # a bake over another object's keys (r117 F1-F3)
+        return UnprovenPairingError(
+            said + ", baking one EMA object's averages over keys that graph says hold "
+            "another's: no graph says what these keys hold now. Read the averages from the "
+            "checkpoint it was written from; the keys as stored: ckpt export --raw --no-meta")
     if stated_of(doc).get("no_meta") and not d.get("graph_sha256"):
         # written under --no-meta: no graph was written with it, none can be copied beside
         # it, and its plain names hold what the keys named as averages held (r112 F3)

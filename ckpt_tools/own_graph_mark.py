@@ -19,7 +19,8 @@ from .errors import UnprovenPairingError
 from .formats._io import is_url
 
 __all__ = ["evaluation_resave", "graph_digest", "misleading_left", "names_mislead",
-           "own_graph_doubt", "refuse_foreign_graph", "renamed_keys", "rewrites_misleading"]
+           "own_graph_doubt", "refuse_foreign_graph", "renamed_keys", "rewrites_misleading",
+           "several_objects"]
 
 
 def names_mislead(ckpt) -> bool:
@@ -67,6 +68,26 @@ def _graph_tables(ckpt) -> tuple | None:
     suffixes = {_EMA} | {s[len(o) + 1:] for s, o in owner.items() if s.startswith(o + "/")}
     names = {PART.sub("", n) for n in ckpt.meta.variables}
     return owner, suffixes, names
+
+
+def several_objects(ckpt) -> bool:
+    """Whether the TF1 checkpoint ``ckpt``'s own graph proves averages of more than one EMA
+    name (or an average not named ``<its variable>/<EMA name>``, whose name cannot be told).
+
+    A bake of one object's averages (restore-ema, ``average --ema --bake``) writes over the
+    keys a swapping Saver's graph says hold another object's (``model/W`` saved from
+    ``fast.average(W)``, rewritten with ``slow``'s): that graph, copied beside the output,
+    then reads ``slow``'s average as ``fast``'s, exit 0 (review-32-attack-r117 F1-F3). Its
+    digest is not recorded for such an output (:func:`~ckpt_tools.tools_mark.graph_written`).
+
+    Returns:
+        `bool` (``False`` where the graph proves no average).
+    """
+    tables = _graph_tables(ckpt)
+    if tables is None:
+        return False
+    names = {s[len(o) + 1:] if s.startswith(o + "/") else None for s, o in tables[0].items()}
+    return len(names) > 1 or None in names
 
 
 def misleading_left(ckpt, source_of: dict[str, str], every: bool = False,
@@ -314,6 +335,14 @@ def refuse_foreign_graph(path: str, graph: str, doc: dict) -> UnprovenPairingErr
     if isinstance(recorded, str) and recorded == graph_digest(graph):
         return None
     who, carried = doubt_writers(d)
+    if d.get("graph_of_input"):
+        return UnprovenPairingError(
+            f"{path}: its {RECORD_KEY} key says {who} from inputs whose keys' names a "
+            f"Saver's graph doubts{carried}, baking one EMA object's averages over keys "
+            f"that graph says hold another's: {os.path.basename(graph)} beside it is its "
+            "input's graph, which no longer says what these keys hold. Read the averages "
+            "from the checkpoint it was written from; the keys as stored: ckpt export --raw "
+            "--no-meta", option=None)
     return UnprovenPairingError(
         f"{path}: its {RECORD_KEY} key says {who} from inputs "
         f"whose keys' names a Saver's graph doubts{carried}, and {os.path.basename(graph)} "

@@ -136,24 +136,32 @@ def _join_stated(have: dict, s: dict) -> None:
             joined += [list(o) for o in origins[k] if list(o) not in joined]
 
 
-def graph_written(doc: dict | None, sha256: str | None, carried: bool = False) -> dict | None:
+def graph_written(doc: dict | None, sha256: str | None, carried: bool = False,
+                  baked_over: bool = False) -> dict | None:
     """``doc`` (a mark about to be written) whose ``names_doubted`` records ``sha256``, the
     SHA-256 of the graph written beside the output as its own ``.meta``, or no
     ``graph_sha256`` where none was (``sha256`` ``None``): a graph recorded for an output
     must be the one it was written with, never one only its input had. Its
     ``"graph_written"`` says whether the writer wrote any doubting graph beside the output
     (that one, or ``carried``: copies of other checkpoints' graphs), so that a refusal never
-    says one was lost by a copy where none was ever written (s32f).
+    says one was lost by a copy where none was ever written (s32f). ``baked_over``: the
+    graph written beside a bake's output no longer says what its keys hold (it proves
+    averages of several EMA objects, one of which the bake wrote over keys the graph says
+    hold another's: review-32-attack-r117 F1-F3): no digest is recorded, and
+    ``graph_of_input`` says why (:func:`~ckpt_tools.own_graph_mark.refuse_foreign_graph`).
 
     Returns:
         ``doc``, changed in place.
     """
     d = names_doubted(doc)
     if d is not None:
-        if sha256:
+        d.pop("graph_of_input", None)
+        if sha256 and not baked_over:
             d["graph_sha256"] = sha256
         else:
             d.pop("graph_sha256", None)
+            if sha256:
+                d["graph_of_input"] = True
         d["graph_written"] = bool(sha256) or carried
     return doc
 
@@ -224,6 +232,7 @@ def _well_formed(doc: dict) -> bool:
                 or not isinstance(d.get("graph_sha256", ""), str) \
                 or not isinstance(d.get("own", True), bool) \
                 or not isinstance(d.get("graph_written", True), bool) \
+                or not isinstance(d.get("graph_of_input", True), bool) \
                 or not all(_strings(d.get(f, [])) for f in ("graphs", "inputs")) \
                 or not (isinstance(d.get("origins", []), list) and all(
                     _strings(x) and len(x) == 2 for x in d.get("origins", []))):

@@ -68,10 +68,36 @@ def two_objects(name, pre):
                 for k, x in (("W", w), ("V", v)):
                     truth[f"{name}:{i}:fast:{pre}/{k}"] = s.run(fast.average(x))
 
+def raw_holds_fast(name):
+    # review-32-attack-r117 F1-F3: only fast's average of W swapped with W; slow's plain
+    with tf.Graph().as_default():
+        gs = tf1.train.get_or_create_global_step()
+        with tf1.variable_scope("model"):
+            w = tf1.get_variable("W", [2])
+            v = tf1.get_variable("V", [2], initializer=tf1.constant_initializer(0.3))
+        loss = tf.reduce_sum(tf.square(w * 2.0 + v - 1.0))
+        train = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
+        slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
+        fast = tf1.train.ExponentialMovingAverage(0.5, name="fast")
+        with tf.control_dependencies([train]):
+            step = tf.group(slow.apply([w, v]), fast.apply([w, v]))
+        saver = tf1.train.Saver({"global_step": gs, "model/W": fast.average(w),
+                                 "model/W/fast": w, "model/W/slow": slow.average(w),
+                                 "model/V": v, "model/V/fast": fast.average(v),
+                                 "model/V/slow": slow.average(v)}, max_to_keep=None)
+        with trained(tf, step, 0) as s:
+            for i in (1, 2):
+                s.run(step)
+                saver.save(s, f"{out}/{name}/model.ckpt", global_step=i)
+                for k, x in (("W", w), ("V", v)):
+                    for o, e in (("fast", fast), ("slow", slow)):
+                        truth[f"{name}:{i}:{o}:model/{k}"] = s.run(e.average(x))
+
 run("renamed", False)
 run("crossed", True)
 two_objects("objects_crossed", "model")
 two_objects("objects_crossed_renamed", "net")
+raw_holds_fast("raw_holds_fast")
 '''
 NAMES = ("net/W", "net/V")
 
@@ -113,23 +139,36 @@ def test_an_average_name_written_from_another_average_stays_marked(made, tmp_pat
     assert not (tmp_path / "c.npz").exists()
 
 
-@pytest.mark.parametrize("how", ["restore-ema", "average --ema --bake"])
+BAKES = ["restore-ema", "average --ema --bake"]
+#: refusal of a bake's output read through its input's graph (review-32-attack-r117)
+BAKED_OVER = "no longer says what these keys hold"
+
+
+def _bake(run, how, ema_name, out):
+    cmd = (["restore-ema", str(run / f"model.ckpt-{ema_name[1]}")] if how == "restore-ema" else
+           ["average", *(str(run / f"model.ckpt-{i}") for i in ema_name[2]), "--ema", "--bake"])
+    code, _, err = run_cli([*cmd, "--ema-name", ema_name[0], "--out", str(out)])
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("how", BAKES)
 def test_a_bake_leaving_another_objects_average_under_a_name_is_marked(made, tmp_path, how):
     """restore-ema / average --ema --bake of the crossing Saver write each plain name from
-    fast's average but leave ``net/W/fast`` holding slow's: in place the graph beside the
-    output reads it right; its .index+.data copy is refused, not read as fast's
-    (review-31-attack-r114 F2, F3)."""
+    fast's average but leave ``net/W/fast`` holding slow's: its .index+.data copy is refused,
+    not read as fast's (review-31-attack-r114 F2, F3); the graph copied beside it, its
+    input's, describes keys the bake wrote over, so in place it is refused too
+    (review-32-attack-r117 F1-F3), its plain names holding fast's averages."""
     out, truth = made
     run = out / "objects_crossed_renamed"
-    cmd = (["restore-ema", str(run / "model.ckpt-3")] if how == "restore-ema" else
-           ["average", str(run / "model.ckpt-3"), str(run / "model.ckpt-2"), "--ema", "--bake"])
-    code, _, err = run_cli([*cmd, "--ema-name", "fast", "--out", str(tmp_path / "a")])
-    assert code == 0, err
     steps = (3,) if how == "restore-ema" else (3, 2)
+    _bake(run, how, ("fast", 3, steps), tmp_path / "a")
     code, _, err = run_cli(["export", str(tmp_path / "a/model.ckpt-3"), "--ema-name", "fast",
                             "--out", str(tmp_path / "a.npz")])
+    assert code == 6 and BAKED_OVER in " ".join(err.split()), err
+    code, _, err = run_cli(["export", str(tmp_path / "a/model.ckpt-3"), "--raw", "--no-meta",
+                            "--out", str(tmp_path / "a.npz")])
     assert code == 0, err
-    with np.load(tmp_path / "a.npz") as z:
+    with np.load(tmp_path / "a.npz") as z:  # the keys as stored: the bake wrote fast's
         for key in NAMES:
             want = sum(truth[f"objects_crossed_renamed:{i}:fast:{key}"].astype(np.float64)
                        for i in steps) / len(steps)
@@ -140,6 +179,42 @@ def test_a_bake_leaving_another_objects_average_under_a_name_is_marked(made, tmp
                             "--out", str(tmp_path / "c.npz")])
     assert code == 6 and KEY in " ".join(err.split()), err
     assert not (tmp_path / "c.npz").exists()
+
+
+@pytest.mark.parametrize("how", BAKES)
+def test_a_bake_of_one_object_is_not_read_for_another_through_the_input_graph(made, tmp_path,
+                                                                               how):
+    """review-32-attack-r117 F1-F3: a bake of slow's averages of a Saver saving fast's
+    average of W under ``model/W`` (W under ``model/W/fast``) writes over both keys; read in
+    place through the input's graph beside it, ``--ema-name fast`` gave slow's average of W
+    (F1) or the newest input's un-averaged one (F2), and ``restore-ema --add-scope`` of it
+    lifted the mark, writing slow's under fast's names (F3): all exit 0. Each is refused."""
+    out, truth = made
+    run = out / "raw_holds_fast"
+    steps = (2,) if how == "restore-ema" else (1, 2)
+    _bake(run, how, ("slow", 2, steps), tmp_path / "a")
+    baked = tmp_path / "a/model.ckpt-2"
+    code, _, err = run_cli(["export", str(baked), "--ema-name", "fast",
+                            "--out", str(tmp_path / "f.npz")])
+    assert code == 6 and BAKED_OVER in " ".join(err.split()), err
+    code, _, err = run_cli(["restore-ema", str(baked), "--ema-name", "fast", "--add-scope",
+                            "x/", "--out", str(tmp_path / "x")])
+    assert code == 6 and BAKED_OVER in " ".join(err.split()), err
+    assert not (tmp_path / "x").exists() and not (tmp_path / "f.npz").exists()
+    ckpt = _copy(tmp_path / "a", "model.ckpt-2", tmp_path / "c", only=(".index", ".data"))
+    code, _, err = run_cli(["export", str(ckpt), "--ema-name", "fast",
+                            "--out", str(tmp_path / "c.npz")])
+    assert code == 6 and "no graph says what these keys hold" in " ".join(err.split()), err
+    code, _, err = run_cli(["export", str(baked), "--raw", "--no-meta",
+                            "--out", str(tmp_path / "r.npz")])
+    assert code == 0, err
+    # the bake wrote slow's averages (average --bake copies model/W, by the input's graph
+    # fast's average of W, from the newest: F2)
+    with np.load(tmp_path / "r.npz") as z:
+        for key in ("model/W", "model/V") if how == "restore-ema" else ("model/V",):
+            want = sum(truth[f"raw_holds_fast:{i}:slow:{key}"].astype(np.float64)
+                       for i in steps) / len(steps)
+            np.testing.assert_array_equal(z[key], want.astype(np.float32))
 
 
 def test_a_rescoped_bake_of_a_marked_crossing_average_stays_marked(made, tmp_path):
