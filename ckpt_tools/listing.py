@@ -24,6 +24,7 @@ from .listing_shadows import shadow_marked
 from .listing_stated import statements_listed
 from .lone_named import unmarked_lone_averages
 from .meta_sibling import doubt_note
+from .order_marks import marked_paths
 from .raw_named import raw_named_open
 from .raw_reasons import expected_raw
 from .roles import ROLES
@@ -203,6 +204,7 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
         raw_expected=expected_raw(ckpt, [v.name for v in everything if v.name in frozen]),
         raw_named=raw_named, meta_note=doubt_note(ckpt),
         raw_offer=_raw_offer(ckpt, raw_named, decide or {}))
+    listing.marked = marked_paths(ckpt)  # --json: the names, not the '?' shown (u33 F2)
     if ckpt.objects is not None and listing.any_ema:  # what export would warn (u32 F2)
         from .orphan_averages import orphan_warnings
 

@@ -63,6 +63,9 @@ class Listing(Record):
         raw_offer: where ``raw_named`` holds keys, the ``ckpt export`` options that read
             them as the averages, probed (:func:`~ckpt_tools.raw_stated.listed_averages_option`,
             ``""``: none found); ``None`` otherwise. Not in ``--json``.
+        marked: key -> name for each Keras optimizer variable shown with the ``?`` mark
+            (:func:`~ckpt_tools.order_marks.marked_paths`): ``--json``'s ``path`` is that
+            name, and its ``path_by_order`` is true (review-33-user-u33 F2).
         orphans: what export and restore-ema warn of averages whose variables the file does
             not store (:func:`~ckpt_tools.orphan_averages.orphan_warnings`), set by
             :func:`~ckpt_tools.listing.list_variables`: a summary line of ``list``, and
@@ -91,7 +94,7 @@ class Listing(Record):
     _fields = ("checkpoint", "format", "meta", "variables", "total", "averaged_roles",
                "any_ema", "with_shadow", "expected", "by_key", "shards", "ema_evidence",
                "frozen", "saved_model", "unproven", "assumed", "copies_equal", "raw_expected",
-               "raw_named", "meta_note", "stated", "said", "raw_offer", "orphans")
+               "raw_named", "meta_note", "stated", "said", "raw_offer", "orphans", "marked")
     _repr = tuple(f for f in _fields if f != "by_key")
 
     def __init__(self, checkpoint: str, format: str, meta: str | None,  # noqa: A002
@@ -130,6 +133,7 @@ class Listing(Record):
         self.raw_expected = {} if raw_expected is None else raw_expected
         self.raw_named = {} if raw_named is None else raw_named
         self.orphans: list[str] = []  # orphan_averages' warnings, the list command's words
+        self.marked: dict[str, str] = {}  # key -> its name without the '?' shown (order_marks)
 
     @property
     def decides(self) -> str | None:
@@ -157,8 +161,9 @@ class Listing(Record):
                 {"name": v.name, "key": v.name, "dtype": v.dtype, "shape": list(v.shape),
                  "role": v.role, "collections": list(v.collections), "ema_of": v.ema_of,
                  "ema": v.ema, "size": v.size, "nbytes": v.nbytes, "slot_of": v.slot_of,
-                 "partitions": v.partitions, "path": v.path, "ema_style": v.ema_style,
-                 "ema_candidates": list(v.ema_candidates)}
+                 "partitions": v.partitions, "path": self.marked.get(v.name, v.path),
+                 "ema_style": v.ema_style, "ema_candidates": list(v.ema_candidates),
+                 "path_by_order": v.name in self.marked}
                 for v in self.variables
             ],
             "totals": _totals(self.variables, sum(v.size for v in self.variables),
@@ -187,7 +192,7 @@ class Listing(Record):
         type (a NumPy integer in a shape, a bool, a list) falls back to json.dumps whole.
         """
         try:
-            rows, parameters, nbytes = _json_rows(self.variables)
+            rows, parameters, nbytes = _json_rows(self.variables, self.marked)
         except TypeError:
             return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False,
                               default=default)
@@ -215,9 +220,10 @@ def _totals(variables: list[Variable], size: int, nbytes: int) -> dict:
             "tables": tables.tables, "table_entries": tables.entries}
 
 
-def _json_rows(variables: list[Variable]) -> tuple[str, int, int]:
+def _json_rows(variables: list[Variable], marked: dict[str, str]) -> tuple[str, int, int]:
     """The ``variables`` array of :meth:`Listing.to_json` without its brackets, and the sums
-    of ``size`` and ``nbytes``.
+    of ``size`` and ``nbytes``; ``marked``: :attr:`Listing.marked` (the name, not the shown
+    ``?``, and ``path_by_order``).
 
     Raises:
         TypeError: a field of a type json.dumps would write otherwise (a bool or a NumPy
@@ -261,12 +267,15 @@ def _json_rows(variables: list[Variable]) -> tuple[str, int, int]:
         if head is None:
             head = heads[hk] = (text(hk[0]), f'"role":{text(hk[1])},'
                                 f'"collections":{strings(hk[2])},"ema_of":')
-        tk = (v.slot_of, v.path, v.ema_style, v.ema_candidates)
+        bare = marked.get(v.name) if marked else None  # the name, its '?' mark apart (u33 F2)
+        tk = (v.slot_of, v.path if bare is None else bare, v.ema_style, v.ema_candidates,
+              bare is not None)
         tail = tails.get(tk)
         if tail is None:
             tail = tails[tk] = (f'"slot_of":{text(tk[0])},',
                                 f',"path":{text(tk[1])},"ema_style":{text(tk[2])},'
-                                f'"ema_candidates":{strings(tk[3])}}}')
+                                f'"ema_candidates":{strings(tk[3])},'
+                                f'"path_by_order":{"true" if tk[4] else "false"}}}')
         ema_of, ema = v.ema_of, v.ema
         rows.append(
             f'{{"name":{name},"key":{name},"dtype":{head[0]},'

@@ -61,20 +61,26 @@ def test_copies_only_the_fit_order_pairs_are_named_marked(saved):
     for v in copies:
         of = weight_path[v["ema_of"]]
         keras_path = f"net/{of}" if f"net/{of}" in truth else of
-        if shapes.count(tuple(v["shape"])) > 1:  # paired by the assumed order alone: the
-            # name Keras gave it (fit() built in that order), marked '?' (u32 F6)
-            assert v["path"] == truth[keras_path] + "?", (v, truth)
-        else:  # paired by its shape: Keras' own name for the average of that weight
-            assert v["path"] == truth[keras_path], (v, truth)
+        # the name Keras gave it; --json's path carries no display mark, path_by_order says
+        # where only the assumed order (fit() built in that order) names it (u33 F2)
+        assert v["path"] == truth[keras_path], (v, truth)
+        assert v["path_by_order"] is (shapes.count(tuple(v["shape"])) > 1), v
     # the slots of the open group's weights are named so too, one scheme (u32 F6)
-    derived = sorted(r["path"] for r in rows.values() if r["role"] == "optimizer_slot"
-                     and "d1_bias" in (r["path"] or ""))
-    assert derived == ["adam/net_d1_bias_momentum?", "adam/net_d1_bias_velocity?"], derived
+    derived = sorted((r["path"], r["path_by_order"]) for r in rows.values()
+                     if r["role"] == "optimizer_slot" and "d1_bias" in (r["path"] or ""))
+    assert derived == [("adam/net_d1_bias_momentum", True),
+                       ("adam/net_d1_bias_velocity", True)], derived
     # stated, the order names them again (the statement is noted)
     code, out, err = run_cli(["list", str(path), "--json", "--trainable", "d1,d2,o"])
     assert code == 0, err
     named = [v["path"] for v in json.loads(out)["variables"] if v["role"] == "ema"]
     assert sorted(named) == sorted(truth.values())
+    assert not any(v["path_by_order"] for v in json.loads(out)["variables"])
+    name = truth["net/d1/bias"]  # show --json as list --json (u33 F2)
+    code, out, err = run_cli(["show", str(path), name + "?", "--json", "--not-swapped"])
+    assert code == 0, err
+    (doc,) = json.loads(out)["tensors"]
+    assert (doc["path"], doc["path_by_order"]) == (name, True), doc
 
 
 def test_list_table_names_an_assumed_copy_as_the_others(saved):
@@ -86,3 +92,4 @@ def test_list_table_names_an_assumed_copy_as_the_others(saved):
     assert "adam/net_d1_bias_average?" in names and "adam/net_d1_bias_average" not in names
     said = " ".join(err.split())
     assert "a name ending in '?' (adam/net_d1_bias_average?)" in said, said
+

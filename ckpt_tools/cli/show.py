@@ -20,6 +20,7 @@ import typer
 from ..checkpoint import Checkpoint, open_checkpoint
 from ..errors import CorruptCheckpointError, UnprovenPairingError, VariableNotFoundError
 from ..keras_assumed import refuse_assumed
+from ..order_marks import marked_paths
 from ..stats import NO_DRIFT, StatsRecord, checkpoint_stats, select_keys
 from ..wording import agreeing, counted
 from ._common import (
@@ -124,6 +125,7 @@ def show_command(
         note_stated_order(out, ckpt, apply_order, ema_name)
         assumed = note_assumed(out, ckpt, keys)  # the drift shown is from an assumed weight
         shown = display_names(ckpt)
+        marked = marked_paths(ckpt)
         if json_out and full:  # written as formatted: never the whole document (s29g)
             out.json_stream(show_document(
                 {"checkpoint": ckpt.path}, _full_tensors(ckpt, keys, variables, shown),
@@ -136,7 +138,7 @@ def show_command(
                                            histogram=True))
             value = ckpt.tensor(key)
             if json_out:
-                docs.append({**record.to_dict(_path(shown, key)),
+                docs.append({**_doc(record, shown, marked),
                              **values_json(value, full=full)})
                 continue
             _print_one(out, ckpt, record, value, full, precision, shown)
@@ -156,12 +158,16 @@ def _full_tensors(ckpt: Checkpoint, keys: list[str], variables, shown: dict[str,
     for key in keys:
         record = next(checkpoint_stats(ckpt, [key], strict=True, variables=variables,
                                        histogram=True))
-        yield record.to_dict(_path(shown, key)), ckpt.tensor(key)
+        yield _doc(record, shown, marked_paths(ckpt)), ckpt.tensor(key)
 
 
-def _path(shown: dict[str, str], key: str) -> str | None:
-    path = shown.get(key)
-    return path if path and path != key else None
+def _doc(record: StatsRecord, shown: dict[str, str], marked: dict[str, str]) -> dict:
+    """``record``'s ``--json`` fields, ``path`` the name without the ``?`` the text shows,
+    said by ``"path_by_order": true`` as in ``list --json`` (review-33-user-u33 F2)."""
+    if record.name in marked:
+        return {**record.to_dict(marked[record.name]), "path_by_order": True}
+    path = shown.get(record.name)
+    return record.to_dict(path if path and path != record.name else None)
 
 
 def _print_one(out: Output, ckpt: Checkpoint, record: StatsRecord, value: np.ndarray,
@@ -297,7 +303,7 @@ def stats_command(
                 if flagged and not record.flags:
                     continue
                 if json_out:
-                    records.append(record.to_dict(_path(shown, record.name)))
+                    records.append(_doc(record, shown, marked_paths(ckpt)))
                 else:
                     rows.append(_row(record, shown, out.is_terminal,
                                      compact=out.is_terminal and not out.wide,

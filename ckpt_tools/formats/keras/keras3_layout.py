@@ -257,7 +257,11 @@ def analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
             # marked '?', one naming scheme for the optimizer all the same (u32 F6)
             lay.paths[key] = (f"{opt_name}/{lay.paths[src].replace('/', '_')}_{name}" if src
                               else f"{opt_name}/{name}") + ("?" if src in by_order else "")
+            if src in by_order:  # the mark is display: the name is the path without it (u33 F2)
+                lay.order_marked.add(key)
     name_repeats(lay, owner_names.get("optimizer") or "loss_scale_optimizer")
+    lay.order_marked |= {k for k, of in getattr(lay, "repeats", {}).items()
+                         if of in lay.order_marked}
     lay.order = lay.model + opt + lay.other
     return lay
 

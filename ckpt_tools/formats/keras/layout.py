@@ -30,6 +30,10 @@ class KerasLayout:
         order: every key, model weights first (in Keras save order), then optimizer variables.
         model: model weight keys; ``trainable``: key -> trainable (as far as the file tells).
         paths: key -> readable Keras path (``dense/kernel``, ``sgd/dense_kernel_average``).
+        order_marked: the keys whose path ends in the ``?`` mark: an optimizer variable named
+            after the weight only fit()'s build order pairs it with (the name Keras gives it
+            follows that order, which the file cannot prove); the path without the mark is
+            the name (:func:`ckpt_tools.order_marks.marked_paths`).
         optimizer_vars: optimizer variable keys in ``optimizer.variables`` order.
         optimizer: snake_case optimizer class, when known; ``optimizer_config``: its config.
         use_ema: whether the optimizer kept EMA copies (``None``: the file cannot tell).
@@ -99,6 +103,7 @@ class KerasLayout:
     model: list[str] = field(default_factory=list)
     trainable: dict[str, bool] = field(default_factory=dict)
     paths: dict[str, str] = field(default_factory=dict)
+    order_marked: set[str] = field(default_factory=set)
     optimizer_vars: list[str] = field(default_factory=list)
     optimizer: str | None = None
     optimizer_config: dict | None = None
