@@ -120,7 +120,9 @@ def _through_optimizer(listed: list[str], own: dict[str, str]) -> str:
     """What :func:`positional_names_note` says of weights named through an optimizer's list
     of the variables it trains (``optimizer/_trainable_variables/0/net/kernel``): the object
     graph reaches them only there, the model having saved no path to them (a Keras 3 layer
-    list: review-30-user-u32 F3, where it said "through the model").
+    list: review-30-user-u32 F3, where it said "through the model"). It said "the optimizer
+    records no layer names", which an Adam's slots (``adam/net_dense_1_kernel_momentum``)
+    belie: only its list of the variables records no more than positions (u33 F4).
 
     Returns:
         `str`: the note's clause.
@@ -131,4 +133,5 @@ def _through_optimizer(listed: list[str], own: dict[str, str]) -> str:
             f"{eg}), the only path to them the object graph records: the model saved no path "
             "of its own (a Keras 3 model keeps layers assigned in a list attribute, self.blocks = "
             "[Dense(...), ...], in a TrackedList, which tf.train.Checkpoint does not save); "
-            f"their own names repeat ({own[eg]}), and the optimizer records no layer names")
+            f"their own names repeat ({own[eg]}), and that list records only their positions, "
+            "not their layers' names")

@@ -61,6 +61,11 @@ def test_the_refusal_names_the_unsaved_layer_list_and_a_remedy_that_works(made, 
     assert "object path through the model" not in said, said
     assert ("6 weights are named by their object path through the optimizer's list of the "
             "variables it trains (e.g. optimizer/_trainable_variables/0/net/kernel)") in said, said
+    # u33 F4: "the optimizer records no layer names", which an Adam's slot names belie
+    # (adam/net_dense_1_kernel_momentum): what records only positions is the list
+    assert "the optimizer records no layer names" not in said, said
+    assert "their own names repeat (net/kernel), and that list records only their positions, " \
+        "not their layers' names" in said, said
     with np.load(tmp_path / "o.npz") as got:
         written = sorted(got[k].tobytes() for k in got.files)
     assert written == sorted(v.tobytes() for v in truth.values()), sorted(got.files)
