@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from _corpus import tree_hashes
+from _in_process import ckpt
 from helpers import start_paused
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,7 +101,7 @@ def test_keras_output_never_replaces_a_device_fifo_or_symlink(keras_dir, tmp_pat
                                   "x\x1b[2Jy.keras"])
 def test_keras_name_is_a_plain_file_name(keras_dir, tmp_path, name):
     out = tmp_path / "ko"
-    r = _cli("restore-ema", "--not-swapped",
+    r = ckpt("restore-ema", "--not-swapped",
              str(keras_dir / "model.keras"), "--out", str(out), "--name", name)
     assert r.returncode == 7 and "invalid --name" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr  # control characters escaped
@@ -108,7 +109,7 @@ def test_keras_name_is_a_plain_file_name(keras_dir, tmp_path, name):
 
 
 def test_keras_output_never_goes_into_the_input_directory(keras_dir, tmp_path):
-    r = _cli("restore-ema", "--not-swapped",
+    r = ckpt("restore-ema", "--not-swapped",
              str(keras_dir / "model.keras"), "--out", str(keras_dir), "--name",
              "other.keras")
     assert r.returncode == 7 and "holds the input" in r.stderr, r.stderr
@@ -117,13 +118,13 @@ def test_keras_output_never_goes_into_the_input_directory(keras_dir, tmp_path):
 
 def test_keras_output_quiet_and_parents_created(keras_dir, tmp_path):
     out = tmp_path / "a" / "b"
-    r = _cli("restore-ema", "--not-swapped",
+    r = ckpt("restore-ema", "--not-swapped",
              str(keras_dir / "model.keras"), "--out", str(out), "-q")
     assert r.returncode == 0, r.stderr
     assert r.stdout == ""  # -q: nothing but data (and there is none)
     assert (out / "model.keras").is_file()
     assert _hidden(out) == []
-    assert _cli("verify", str(out / "model.keras")).returncode == 0
+    assert ckpt("verify", str(out / "model.keras")).returncode == 0
 
 
 def test_keras_two_writers_exactly_one_wins(keras_dir, tmp_path):
@@ -155,7 +156,7 @@ def test_keras_sigterm_exits_130_and_removes_its_temporary(keras_dir, tmp_path):
 
 def test_keras_disk_full_and_read_only_name_the_output(keras_dir, tmpfs):
     full = tmpfs("20k")
-    r = _cli("restore-ema", "--not-swapped",
+    r = ckpt("restore-ema", "--not-swapped",
              str(keras_dir / "model.keras"), "--out", str(full / "k.keras"))
     assert r.returncode == 1, r.stderr
     assert r.stderr.strip() == (f"error: {full / 'k.keras'}: No space left on device while "
@@ -163,7 +164,7 @@ def test_keras_disk_full_and_read_only_name_the_output(keras_dir, tmpfs):
     assert os.listdir(full) == []
     ro = tmpfs("1m", "ro")
     for out in (ro / "k.keras", ro / "sub"):
-        r = _cli("restore-ema", "--not-swapped", str(keras_dir / "model.keras"), "--out", str(out))
+        r = ckpt("restore-ema", "--not-swapped", str(keras_dir / "model.keras"), "--out", str(out))
         assert r.returncode == 7, r.stderr
         assert str(ro) in r.stderr and ".tmp-" not in r.stderr, r.stderr
         assert "Read-only file system" in r.stderr or "not writable" in r.stderr, r.stderr
@@ -177,7 +178,7 @@ def test_keras_disk_full_and_read_only_name_the_output(keras_dir, tmpfs):
 def test_disk_full_while_copying_the_meta_names_the_output(towers, tmpfs, argv):
     mnt = tmpfs("64k")  # the data and index fit, the 185 KiB .meta does not
     argv = [a.format(X=towers, mnt=mnt) for a in argv]
-    r = _cli(*argv)
+    r = ckpt(*argv)
     assert r.returncode == 1, r.stderr
     out = argv[-1]
     assert r.stderr.strip() == (f"error: {out}/model.ckpt-30.meta: No space left on device "
@@ -191,7 +192,7 @@ def test_disk_full_while_copying_saved_model_assets_names_the_output(tmp_path, t
     (sm / "assets").mkdir(exist_ok=True)
     (sm / "assets" / "vocab.txt").write_bytes(os.urandom(3 << 20))
     mnt = tmpfs("2m")
-    r = _cli("restore-ema", str(sm), "--out", str(mnt / "sm"))
+    r = ckpt("restore-ema", str(sm), "--out", str(mnt / "sm"))
     assert r.returncode == 1, r.stderr
     line = r.stderr.strip()
     assert line.startswith(f"error: {mnt / 'sm'}/"), line
@@ -226,14 +227,14 @@ def test_mount_point_out_is_refused_up_front(towers, tmp_path, tmpfs, cmd):
     inputs = ([str(towers)] if cmd == "restore-ema"
               else [str(towers / "model.ckpt-20"), str(towers / "model.ckpt-30")])
     for force in ([], ["--force"]):
-        r = _cli(cmd, *inputs, "--out", str(mnt), *force)
+        r = ckpt(cmd, *inputs, "--out", str(mnt), *force)
         assert r.returncode == 7, r.stderr
         assert f"{mnt}: is a mount point" in r.stderr and "--out" in r.stderr, r.stderr
     assert _hidden(mnt.parent) == [] and os.listdir(mnt) == []
     # What the message suggests works: a new directory inside the mount.
-    r = _cli(cmd, *inputs, "--out", str(mnt / "ckpt"))
+    r = ckpt(cmd, *inputs, "--out", str(mnt / "ckpt"))
     assert r.returncode == 0, r.stderr
-    assert _cli("verify", str(mnt / "ckpt")).returncode == 0
+    assert ckpt("verify", str(mnt / "ckpt")).returncode == 0
 
 
 # -- 5. minor ones ------------------------------------------------------------------------
@@ -241,7 +242,7 @@ def test_mount_point_out_is_refused_up_front(towers, tmp_path, tmpfs, cmd):
 def test_name_with_control_characters_is_refused(towers, tmp_path, cmd):
     inputs = ([str(towers)] if cmd == "restore-ema"
               else [str(towers / "model.ckpt-20"), str(towers / "model.ckpt-30")])
-    r = _cli(cmd, *inputs, "--out", str(tmp_path / "o"), "--name", "a\nb")
+    r = ckpt(cmd, *inputs, "--out", str(tmp_path / "o"), "--name", "a\nb")
     assert r.returncode == 7 and "invalid --name 'a\\nb'" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists()
@@ -253,9 +254,7 @@ def test_dot_dot_after_a_symlink_is_checked_where_it_is_written(towers, tmp_path
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     (cwd / "shm").symlink_to(deep)
-    run = lambda *a: subprocess.run(  # noqa: E731
-        [sys.executable, "-m", "ckpt_tools", *a], capture_output=True, text=True, cwd=cwd,
-        timeout=180, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    run = lambda *a: ckpt(*a, cwd=cwd)  # noqa: E731
     r = run("export", str(towers), "--out", "shm/../m.npz")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "elsewhere" / "m.npz").is_file() and not (cwd / "m.npz").exists()
@@ -280,9 +279,9 @@ def test_empty_and_trailing_slash_out_are_refused_up_front(towers, tmp_path):
                  ["export", str(towers), "--out", "", "--format", "npz"],
                  ["average", str(towers / "model.ckpt-20"), str(towers / "model.ckpt-30"),
                   "--out", ""]):
-        r = _cli(*argv)
+        r = ckpt(*argv)
         assert r.returncode == 7 and "--out is empty" in r.stderr, (argv, r.stderr)
-    r = _cli("export", str(towers), "--out", str(tmp_path / "newx") + "/", "--format", "npz")
+    r = ckpt("export", str(towers), "--out", str(tmp_path / "newx") + "/", "--format", "npz")
     assert r.returncode == 7 and "ends in '/'" in r.stderr, r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["X"]
 
@@ -306,7 +305,7 @@ def test_export_force_never_replaces_the_runs_other_checkpoints(towers):
         for target in ("model.ckpt-20.index", "model.ckpt-20.data-00000-of-00001",
                        "model.ckpt-20.meta", "checkpoint"):
             before = {p.name: p.read_bytes() for p in towers.iterdir() if p.is_file()}
-            r = _cli("export", str(src), "--out", str(towers / target), "--format",
+            r = ckpt("export", str(src), "--out", str(towers / target), "--format",
                      "safetensors", "--force")
             # Named like a checkpoint file, contradicting --format: exit 2 naming both,
             # before the input checks (which refuse it as well: exit 7 for a .safetensors
