@@ -10,7 +10,6 @@ import glob
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_names import not_saved_note
-from .ema_several import split_ema_names
 from .ema_updates import proven_shadows
 from .emamap import ema_map, selected_by
 from .errors import EmaError, OptionError, OutputError
@@ -190,13 +189,16 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         unused += [glob.escape(k) for k, v in stored.items() if exclude and (
             n := _clean_name(k, v)) != k and selected_by(exclude, n)]
         excluded = [*(exclude or []), *unused]
-        # several names: the --grep too, so the join takes a weight from the one named
-        # object whose key the user selected, and refuses nothing about a weight it leaves
-        # out (review-27-attack-r98 F2; each name's map applies the same filter rule)
-        several = len(split_ema_names(map_options.get("ema_name"))) > 1
+        # the --grep too, so the map refuses nothing about a weight it leaves out, as for
+        # --exclude (-g w -g b was refused for c's two decays, --exclude c was not: task
+        # s32c), and several names' join takes a weight from the one named object whose key
+        # the user selected (review-27-attack-r98 F2; each name's map applies the same rule)
+        # (a TF2 key by its listed path too, escaped, as for --exclude above)
+        included = [*include, *(glob.escape(k) for k, v in stored.items() if (
+            n := _clean_name(k, v)) != k and selected_by(include, n))] if include else []
         m = ema_map(ckpt, non_averaged="keep", **map_options,
                     **({"exclude": excluded} if excluded else {}),
-                    **({"include": include} if include and several else {}))
+                    **({"include": included} if included else {}))
         sources = {t: s for s, t in m.pairs}
         # a missing average's key (not stored, nothing reads it) selects nothing: --exclude
         # '*slow*' left V out by V/slow, skipping the missing refusal (s28h "Left")

@@ -169,3 +169,26 @@ def test_offers_under_the_callers_exclude_of_an_average_key_work_as_printed(made
         assert_npz_holds(dest, {n: truth[t] for n, t in kept.items()})
         got.append(kept)
     assert len({tuple(k) for k in got}) == 2, offers
+
+
+@pytest.mark.parametrize("case,own", [("fastfast", "ff"), ("slowfast", "o")])
+def test_grep_is_heeded_by_the_two_objects_refusal_as_exclude_is(made, tmp_path, case, own):
+    """Task s32c (s31e): ``-g w -g b`` was refused naming ``c``'s apply() (decay 0.9), while
+    ``--exclude c`` exported w and b: the map behind export's refusals got the user's
+    ``--exclude`` but not their ``--grep``. A selection of one object's weights now exports
+    them, bit for bit, with or without the name; one reaching both objects is still
+    refused."""
+    out, truth = made
+    for i, (given, kept) in enumerate([(["-g", "w", "-g", "b"], {"w": "0", "b": "0"}),
+                                       (["-g", "c"], {"c": "1"})]):
+        for named in ([], ["--ema-name", "fast"])[:2 if case == "fastfast" else 1]:
+            dest = tmp_path / f"o{i}{len(named)}.npz"
+            code, _o, err = run_cli(["export", str(out / case), "-o", str(dest), *given,
+                                     *named])
+            assert code == 0, (given, named, err)
+            assert_npz_holds(dest, {k: truth[f"{own}{o}:{k}"] for k, o in kept.items()})
+    code, _o, err = run_cli(["export", str(out / case), "-o", str(tmp_path / "x.npz"),
+                             "-g", "w", "-g", "c"])
+    assert code == 6, err
+    assert "(decay 0.5) writes avg/w" in " ".join(err.split()), err
+    assert not (tmp_path / "x.npz").exists()

@@ -353,3 +353,23 @@ def test_an_excluded_weights_average_is_never_exported_as_a_weight(made, tmp_pat
     assert code == 0, err
     assert sorted(k.split("/.ATTRIBUTES/")[0] for k in json.loads(text).values()) == \
         sorted(kept), text
+
+
+@pytest.mark.parametrize("layout,named,net", [("named_mirror", ["--ema-name", "ema"], "model"),
+                                              ("T1", [], "gan")])
+def test_grep_of_one_holders_weights_is_heeded_by_the_split_refusal(made, tmp_path, layout,
+                                                                    named, net):
+    """Task s32c: ``-g 'model/gen/*'`` was refused as split over ``ema/gen`` and ``ema/disc``,
+    offering ``--exclude 'model/disc/c'``: the split refusal heeded ``--exclude`` but not
+    ``--grep``. One holder's weights selected export their averages bit for bit; a
+    selection reaching both holders is still refused."""
+    out, truth = made
+    code, _o, err = run_cli(["export", str(out / layout), "-o", str(tmp_path / "g.npz"),
+                             *named, "-g", f"{net}/gen/*"])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "g.npz",
+                     {k: v for k, v in _of(truth, layout).items() if "/gen/" in k})
+    code, _o, err = run_cli(["export", str(out / layout), "-o", str(tmp_path / "x.npz"),
+                             *named, "-g", f"{net}/gen/w", "-g", f"{net}/disc/c"])
+    assert code == 6, err
+    assert "ema/disc holds the averages of" in " ".join(err.split()), err
