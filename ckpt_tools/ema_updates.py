@@ -88,19 +88,23 @@ def proven_shadows(ckpt: Checkpoint) -> set[str]:
     return set(ops.averages) - set(ops.slots) - set(ops.writers)
 
 
-def mixed_keys(ckpt: Checkpoint) -> set[str]:
+def mixed_keys(ckpt: Checkpoint) -> frozenset[str]:
     """The average keys whose parts (a partitioned variable's) the ``.meta``'s update ops show
     written by different ``apply()`` calls: TF stores the parts' shadows as one key whatever
     object wrote each, so such a key may hold two objects' averages (review-19-attack-r43
-    F1)."""
-    found = part_update_ops(ckpt)
-    if found is None:
-        return set()
-    ops, key = found
-    writers: dict[str, set[str]] = {}
-    for shadow, (_var, scope) in ops.averages.items():
-        writers.setdefault(key(shadow), set()).add(ops.applies.get(shadow, scope))
-    return {k for k, each in writers.items() if len(each) > 1}
+    F1). Computed once per open checkpoint (a walk over every shadow of the graph: callers
+    ask it per pair)."""
+    def compute() -> frozenset[str]:
+        found = part_update_ops(ckpt)
+        if found is None:
+            return frozenset()
+        ops, key = found
+        writers: dict[str, set[str]] = {}
+        for shadow, (_var, scope) in ops.averages.items():
+            writers.setdefault(key(shadow), set()).add(ops.applies.get(shadow, scope))
+        return frozenset(k for k, each in writers.items() if len(each) > 1)
+
+    return ckpt.memo("mixed_keys", compute)
 
 
 def refuse_slot_sources(ckpt: Checkpoint, variables, ema_name: str | None,
