@@ -35,22 +35,43 @@ def names_mislead(ckpt) -> bool:
     Returns:
         `bool` (``False`` where no graph is read or it records no save op).
     """
-    from .save_op import CROSSED, graph_file, why_unwritten, written_sources
-    from .saved_keys import PART
+    from .save_op import CROSSED, graph_file, why_unwritten
 
     if graph_file(ckpt) is None:
         return False
-    sources = written_sources(ckpt)
-    if sources is None:
+    read = _written(ckpt)
+    if read is None:
         return why_unwritten(ckpt) == CROSSED
-    written = {k: {PART.sub("", v) for v in vs} for k, vs in sources.items()}
-    renamed = {k: vs for k, vs in written.items() if vs != {k}}  # renamed_keys, from written
+    written, renamed, tables = read
     if not renamed:
         return False
-    tables = _graph_tables(ckpt)
     if tables is None:  # no average the graph proves: every renamed key is doubted
         return True
     return any(_misleads(k, vs, written, *tables) for k, vs in renamed.items())
+
+
+def _written(ckpt) -> tuple[dict[str, set[str]], dict[str, set[str]], tuple | None] | None:
+    """What the save op of ``ckpt``'s graph wrote, read once per open checkpoint for
+    :func:`names_mislead`, :func:`misleading_left`, :func:`evaluation_resave` and
+    :func:`rewrites_misleading` (a bake asks two or three of them: each built the tables
+    again): every key -> its variables' names (:func:`renamed_keys` with ``every``), the
+    renamed keys alone, and :func:`_graph_tables` where some key is renamed (else ``None``).
+
+    Returns:
+        `tuple` (callers must not change it), or ``None`` where
+        :func:`~ckpt_tools.save_op.written_sources` is (no single save op wrote the keys).
+    """
+    from .save_op import written_sources
+
+    def read() -> tuple | None:
+        sources = written_sources(ckpt)
+        if sources is None:
+            return None
+        written = renamed_keys(sources, every=True)
+        renamed = {k: vs for k, vs in written.items() if vs != {k}}
+        return written, renamed, _graph_tables(ckpt) if renamed else None
+
+    return ckpt.memo("own_graph_written", read)
 
 
 def _graph_tables(ckpt) -> tuple | None:
@@ -106,18 +127,16 @@ def misleading_left(ckpt, source_of: dict[str, str], every: bool = False,
         `bool` (``True`` where the graph cannot tell: no single save op, or renamed keys and
         no average it proves; ``False`` where no graph is read or no key is renamed).
     """
-    from .save_op import graph_file, written_sources
+    from .save_op import graph_file
 
     if graph_file(ckpt) is None:
         return False
-    sources = written_sources(ckpt)
-    if sources is None:
+    read = _written(ckpt)
+    if read is None:
         return True
-    written = renamed_keys(sources, every=True)
-    renamed = {k: vs for k, vs in written.items() if vs != {k} and k not in unwritten}
-    if not renamed:
+    written, renamed, tables = read
+    if not any(k not in unwritten for k in renamed):
         return False
-    tables = _graph_tables(ckpt)
     if tables is None:
         return True
     return not all(_holds_as_named(k, written.get(source_of.get(k, k)), written, *tables)
@@ -214,7 +233,8 @@ def evaluation_resave(ckpt) -> bool:
     if graph_file(ckpt) is None or getattr(ckpt, "meta_unread", None):
         return False
     sources = written_sources(ckpt)
-    renamed = renamed_keys(sources) if sources else {}
+    read = _written(ckpt)
+    renamed = read[1] if read is not None else {}
     if not renamed:
         return False
     stored = ckpt.entries()
@@ -365,13 +385,13 @@ def rewrites_misleading(newest, source_of: dict[str, str], to_average) -> bool:
     Returns:
         `bool` (``False`` where the graph records no single save op that wrote the keys).
     """
-    from .save_op import graph_file, written_sources
+    from .save_op import graph_file
 
     if graph_file(newest) is None or getattr(newest, "meta_unread", None):
         return False
-    sources = written_sources(newest)
-    if not sources:
+    read = _written(newest)
+    if read is None:
         return False
-    renamed = renamed_keys(sources)
+    renamed = read[1]
     return bool(renamed) and all(source_of.get(k, k) in to_average for k in renamed) \
         and not misleading_left(newest, source_of)
