@@ -20,7 +20,7 @@ from .formats._io import is_url
 
 __all__ = ["evaluation_resave", "graph_digest", "misleading_left", "names_mislead",
            "own_graph_doubt", "refuse_foreign_graph", "renamed_keys", "rewrites_misleading",
-           "several_objects"]
+           "several_objects", "sits_under"]
 
 
 def names_mislead(ckpt) -> bool:
@@ -238,13 +238,14 @@ def evaluation_resave(ckpt) -> bool:
     if not renamed:
         return False
     stored = ckpt.entries()
-    held = {}  # key -> the one variable it was written from
+    held = {}  # key -> the one variable (or the part of it) it was written from
     for key, vs in renamed.items():
         (var, *more) = sorted(vs)
-        if more or not key.startswith(var + "/") or var in stored \
+        own = sits_under(key, sources[key])
+        if more or own is None or var in stored or own in stored \
                 or not evaluation_graph(ckpt, key):
             return False
-        held[key] = var
+        held[key] = own
     return _resave_name(ckpt, sources, held) is not None
 
 
@@ -267,7 +268,6 @@ def _resave_name(ckpt, sources: dict[str, list[str]], held: dict[str, str]) -> s
     from .formats.meta_saver import saved_sources_all
     from .raw_named import vtr_variables
     from .save_op import graph_file
-    from .saved_keys import PART
 
     names = {key[len(var) + 1:] for key, var in held.items()}
     if len(names) != 1:
@@ -288,12 +288,27 @@ def _resave_name(ckpt, sources: dict[str, list[str]], held: dict[str, str]) -> s
             return None
     for saver in saved_sources_all(graph_file(ckpt)):  # every Saver the graph builds
         for key, src in saver.items():
-            whole = {PART.sub("", s) for s in src}
-            var = whole.pop() if len(whole) == 1 else None
-            if var and key not in src and key.startswith(var + "/") \
-                    and key[len(var) + 1:] != name:
+            var = sits_under(key, src)
+            if var is not None and key[len(var) + 1:] != name:
                 return None
     return name
+
+
+def sits_under(key: str, src: list[str]) -> str | None:
+    """The variable a save op's ``key`` is named under as ``<v>/<name>``, written from
+    ``src``: its one source (a partitioned variable's part saved alone, ``w/part_0``, under
+    ``w/part_0/ExponentialMovingAverage``), or the variable its parts are of (``w`` of
+    ``w/part_0``, ``w/part_1``).
+
+    Returns:
+        `str`, or ``None`` where ``key`` is a source's own or sits under none."""
+    from .saved_keys import PART
+
+    whole = {PART.sub("", s) for s in src}
+    if key in src or key in whole:
+        return None
+    heads = ([src[0]] if len(src) == 1 else []) + (sorted(whole) if len(whole) == 1 else [])
+    return next((v for v in heads if key.startswith(v + "/")), None)
 
 
 def graph_digest(path: str | None) -> str | None:

@@ -71,6 +71,20 @@ for kind, (restore, save) in EVAL.items():
             with tf1.Session() as s:
                 savers[restore].restore(s, f"{out}/train/model.ckpt-{i}")
                 savers[save].save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
+for kind, name in (("part", "ExponentialMovingAverage"), ("part_fast", "fast")):
+    for i in (3, 4):  # a partitioned layer: each part saved under its own key, p/part_0/<name>
+        with tf.Graph().as_default():
+            gs = tf1.train.get_or_create_global_step()
+            model()
+            with tf1.variable_scope("fc2", partitioner=tf1.fixed_size_partitioner(2)):
+                tf1.get_variable("p", [4, 2])
+            saver = tf1.train.Saver(tf1.train.ExponentialMovingAverage(
+                0.5, name=name).variables_to_restore())
+            os.makedirs(f"{out}/{kind}", exist_ok=True)
+            with tf1.Session() as s:  # what Saver(vtr).restore would give (it cannot: parts)
+                s.run(tf1.global_variables_initializer())
+                s.run(tf1.assign(gs, i))
+                saver.save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
 np.savez(f"{out}/truth.npz", **truth)
 '''
 
@@ -142,3 +156,23 @@ def test_average_of_resaves_the_graph_cannot_tell_stays_marked(made, kind, optio
     assert code == 6, line
     assert "_CKPT_TOOLS_RECORD" in line and "--not-swapped" in line, line
     assert not (tmp_path / "e.npz").exists()
+
+
+@pytest.mark.parametrize("kind", ["part", "part_fast"])
+def test_average_of_partitioned_evaluation_resaves_reads_as_they_do(made, kind, tmp_path):
+    """A partitioned layer's parts, each saved under ``p/part_N/<EMA name>`` from its part:
+    the average of such re-saves was marked as a swapping Saver's (after 2833a38: the part
+    read as the name ``part_N/<EMA name>``), its copy refused with that false reason; it reads
+    as its input's copy does (each part's key read alone, under ``--averages-only``, as the
+    average of the part it is named under)."""
+    out, _ = made
+    _, copied, given = _average(out, kind, tmp_path)
+    options = ["--averages-only"] + (["--ema-name", "fast"] if kind == "part_fast" else [])
+    said = []
+    for name, ckpt in (("out", copied), ("in", given)):
+        code, line = _export(ckpt, *options, dst=tmp_path / f"{name}.npz")
+        assert "_CKPT_TOOLS_RECORD" not in line, line
+        said.append((code, line))
+    assert said[0] == said[1] and said[0][0] == 0, said  # the copy was refused, exit 6
+    with np.load(tmp_path / "out.npz") as z:
+        assert sorted(z.files) == ["fc/b", "fc/w", "fc2/p/part_0", "fc2/p/part_1"]
