@@ -176,10 +176,12 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
         everything = [replace(v, role="weight") if v.name in meta_frozen else v
                       for v in everything]
     wanted = _collections(ckpt, collections) if collections else None
+    marked = marked_paths(ckpt)  # a name shown with '?' is selected without it too (u33 F6)
     shown = [v for v in everything
              if (not roles or v.role in roles)
              and (wanted is None or wanted.intersection(v.collections))
-             and (match is None or match(v.name, v.path))]
+             and (match is None or match(v.name, v.path)
+                  or v.name in marked and match(v.name, marked[v.name]))]
     if sort == "size":
         shown.sort(key=lambda v: v.nbytes, reverse=True)
     elif ckpt.format in ("v2", "object"):  # a bundle's byte order puts ema/10 before ema/2
@@ -204,7 +206,7 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
         raw_expected=expected_raw(ckpt, [v.name for v in everything if v.name in frozen]),
         raw_named=raw_named, meta_note=doubt_note(ckpt),
         raw_offer=_raw_offer(ckpt, raw_named, decide or {}))
-    listing.marked = marked_paths(ckpt)  # --json: the names, not the '?' shown (u33 F2)
+    listing.marked = marked
     if ckpt.objects is not None and listing.any_ema:  # what export would warn (u32 F2)
         from .orphan_averages import orphan_warnings
 
@@ -370,7 +372,9 @@ def list_names(checkpoint: str | os.PathLike | Checkpoint, *,
             shown = [(key, path_of(key, entry), entry) for key, entry in ckpt.entries().items()
                      if key not in aliases]
             if match is not None:
-                shown = [s for s in shown if match(s[0], s[1])]
+                marked = marked_paths(ckpt)  # '?' left out too (u33 F6)
+                shown = [s for s in shown if match(s[0], s[1]) or s[0] in marked and match(
+                    s[0], marked[s[0]])]
             if sort == "size":  # stable, like list_variables: ties keep checkpoint order
                 shown.sort(key=lambda s: s[2].nbytes, reverse=True)
             elif ckpt.format in ("v2", "object"):  # as list_variables: ema/2 before ema/10

@@ -3,8 +3,10 @@ names it (``sgd/bn_gamma_average?``: the name Keras gives the copy of the weight
 pairs it with, which the file cannot prove; :mod:`~ckpt_tools.formats.keras.keras3_layout`).
 
 The mark is display, not the name: ``list --json`` gives the path without it and says the
-doubt in a field of its own (review-33-user-u33 F2). Only the keys the layout marked are read
-so: a name that ends in ``?`` of its own is left as it is.
+doubt in a field of its own (review-33-user-u33 F2), and every name filter (``--grep``,
+``--exclude``, ``show NAME``) takes the name with or without it (F6), so nobody has to type
+the ``?`` (a glob's wildcard) to select one. Only the keys the layout marked are read so: a
+name that ends in ``?`` of its own is left as it is.
 """
 
 from __future__ import annotations
@@ -30,3 +32,21 @@ def marked_paths(ckpt) -> dict[str, str]:
     return {k: paths[k][:-len(MARK)] for k in marked if paths.get(k, "").endswith(MARK)}
 
 
+
+def with_marked(ckpt, globs: list[str] | None) -> list[str] | None:
+    """``globs`` plus, for each marked key a glob selects by its name without the mark, its
+    shown name (``?`` escaped): for library arguments matched on the shown names (``export``'s
+    ``exclude=``), so ``--exclude adam/b_average`` leaves out what ``--exclude
+    'adam/b_average?'`` does (review-33-user-u33 F6).
+
+    Returns:
+        `list[str] | None`: ``globs`` as given where none is added.
+    """
+    if not globs:
+        return globs
+    import fnmatch
+    import glob
+
+    added = [glob.escape(bare + MARK) for bare in marked_paths(ckpt).values()
+             if any(fnmatch.fnmatchcase(bare, g) for g in globs)]
+    return [*globs, *added] if added else globs

@@ -349,9 +349,12 @@ def select_keys(ckpt: Checkpoint, patterns: list[str]) -> list[str]:
     import fnmatch
 
     from .errors import VariableNotFoundError
+    from .order_marks import marked_paths
     from .stats_names import not_found
 
     by_path = {v.path: v.name for v in ckpt.variables_unwarned() if v.path}
+    for key, bare in marked_paths(ckpt).items():  # 'adam/b_average?' typed without its '?'
+        by_path.setdefault(bare, key)  # (u33 F6)
     out: dict[str, None] = {}
     for pattern in patterns:
         if pattern in ckpt:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..order_marks import marked_paths
 from ._run import (  # noqa: F401 - every command resolves paths as `ckpt list` does
     json_notes,
     note_sibling_doubt,
@@ -215,8 +216,10 @@ class NameFilter:
     def keys(self, ckpt: Checkpoint) -> list[str]:
         """The checkpoint keys this filter keeps."""
         names = display_names(ckpt)
+        marked = marked_paths(ckpt)  # a name shown with '?' matches without it (u33 F6)
         return [k for k in ckpt.keys() if (self(k, names.get(k)) or (
-            k in self.written_as and self(self.written_as[k]))) and k not in ckpt.aliases()]
+            k in self.written_as and self(self.written_as[k])) or (
+            k in marked and self(k, marked[k]))) and k not in ckpt.aliases()]
 
     def as_globs(self, ckpt: Checkpoint) -> list[str] | None:
         """The kept keys as exact-match globs, for library ``include=`` arguments (``None``
@@ -249,9 +252,10 @@ def require_selection(ckpt: Checkpoint, names: NameFilter,
             f"match{'es' if len(unused) == 1 else ''} no variable, so "
             f"{'it leaves' if len(unused) == 1 else 'they leave'} nothing out"
             f"{_whole_name_hint(_names(ckpt), unused, '--exclude')}")
+    marked = marked_paths(ckpt)
     kept = [k for k in names.keys(ckpt) if not any(
         fnmatch.fnmatchcase(n, g) for g in exclude or ()
-        for n in {k, shown.get(k, k), names.written_as.get(k, k)})]
+        for n in {k, shown.get(k, k), names.written_as.get(k, k), marked.get(k, k)})]
     if kept:
         return
     raise no_selection(ckpt.path, names, exclude, shown=_names(ckpt))
@@ -266,7 +270,7 @@ def unmatched_excludes(ckpt: Checkpoint, exclude: list[str] | None,
     names an export writes keys under)."""
     if not exclude:
         return []
-    names = set(written_as)
+    names = set(written_as) | set(marked_paths(ckpt).values())
     for v in ckpt.variables_unwarned():
         names.update(filter(None, (v.name, v.path, v.ema_of, *v.ema_candidates)))
     for full in (ckpt.objects.full_names.values() if ckpt.objects is not None else ()):
@@ -276,7 +280,8 @@ def unmatched_excludes(ckpt: Checkpoint, exclude: list[str] | None,
 
 def _names(ckpt: Checkpoint) -> set[str]:
     """Every key and display name: what ``--grep`` and ``--exclude`` match."""
-    return {n for v in ckpt.variables_unwarned() for n in (v.name, v.path) if n}
+    return {n for v in ckpt.variables_unwarned() for n in (v.name, v.path) if n} | set(
+        marked_paths(ckpt).values())
 
 
 def _whole_name_hint(shown, globs: list[str], option: str) -> str:
@@ -296,8 +301,9 @@ def exclude_globs(ckpt: Checkpoint, exclude: list[str] | None,
     pattern leaves out what it names in every command."""
     if not exclude:
         return exclude
-    shown = {**display_names(ckpt), **(written_as or {})}
-    return [*exclude, *(_glob_escape(k) for k, n in shown.items() if n != k and any(
+    shown = [*{**display_names(ckpt), **(written_as or {})}.items(),
+             *marked_paths(ckpt).items()]  # a '?' name without its mark too (u33 F6)
+    return [*exclude, *dict.fromkeys(_glob_escape(k) for k, n in shown if n != k and any(
         fnmatch.fnmatchcase(n, g) for g in exclude))]
 
 

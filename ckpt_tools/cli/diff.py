@@ -16,6 +16,7 @@ import typer
 from ..checkpoint import open_checkpoint
 from ..diff import NOT_COMPARED, SAME, DiffReport, diff_checkpoints, diff_ema
 from ..errors import CorruptCheckpointError
+from ..order_marks import marked_paths
 from ..wording import counted
 from ._common import (
     PATH_HELP,
@@ -117,7 +118,9 @@ def diff_command(
                          averages_only=averages_only, defer_unknown=not ema,
                          saver_def_wrote=saver_def_wrote) as ca:
         paths = display_names(ca)
-        match = (lambda key: names(key, paths.get(key))) if names.active else None
+        bare = marked_paths(ca)  # a name shown with '?' selected without it too (u33 F6)
+        match = (lambda key: names(key, paths.get(key)) or key in bare and names(
+            key, bare[key])) if names.active else None
         assumed: dict = {}
         if ema:
             require_selection(ca, names, None)

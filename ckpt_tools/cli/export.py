@@ -17,6 +17,7 @@ import typer
 from ..checkpoint import open_checkpoint
 from ..errors import OutputError
 from ..h5_out_name import tf_bundle_input
+from ..order_marks import with_marked
 from ..wording import weights_counted
 from ._common import (
     AveragesOnlyOpt,
@@ -173,7 +174,8 @@ def export_command(
         # tensor of the file, which stopped the bar at 50% (review-29-user-u31 F1)
         with out.progress("exporting") as bar, _selection(ckpt, names, exclude):
             result = export_weights(ckpt, out_path, fmt=fmt, ema=ema,
-                                    include=names.as_globs(ckpt), exclude=exclude,
+                                    include=names.as_globs(ckpt),
+                                    exclude=with_marked(ckpt, exclude),
                                     rename=rename, overwrite=force, progress=bar.advance,
                                     progress_total=lambda total: bar.update(0, total),
                                     tensor_averages=tensor_averages,

@@ -139,9 +139,12 @@ def list_command(
     except ValueError as exc:
         hint = {"role": "--role", "sort": "--sort"}.get(str(exc).split()[1], "--collection")
         raise typer.BadParameter(str(exc), param_hint=hint) from None
-    if match.active and not any(match(v.name, v.path) for v in listing.by_key.values()):
+    marked = listing.marked  # a name shown with '?' matches without it too (u33 F6)
+    if match.active and not any(match(v.name, v.path) or v.name in marked and match(
+            v.name, marked[v.name]) for v in listing.by_key.values()):
         raise no_selection(listing.checkpoint, match, shown={
-            n for v in listing.by_key.values() for n in (v.name, v.path) if n})
+            n for v in listing.by_key.values() for n in (v.name, v.path) if n} | set(
+            marked.values()))
     said = apply_order is not None or trainable or use_ema or not_swapped or fit_order \
         or averages_only or optimizer or saver_def_wrote
     noted = bool(listing.assumed) and not json_out  # --json: "assumed" (as the fast path)

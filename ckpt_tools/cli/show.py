@@ -249,7 +249,7 @@ def stats_command(
         note_recorded(out, ckpt)  # --saver-def-wrote, restore-ema's record (its output)
         require_selection(ckpt, match, None)
         shown = display_names(ckpt)
-        names = [k for k in ckpt.keys() if match(k, shown.get(k)) and k not in ckpt.aliases()]
+        names = match.keys(ckpt)  # (a name shown with '?' selected without it too: u33 F6)
         # Statistics are the file's own values: an average the file does not pair is shown
         # without a variable or drift ('?'), as list marks it, never refused whole (r23 F6).
         try:
