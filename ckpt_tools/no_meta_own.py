@@ -12,7 +12,8 @@ Where ``--no-meta`` leaves unread the checkpoint's own ``.meta`` (readable: a gr
 or not a graph is what ``--no-meta`` exists for, read as before) and that graph's save op
 proves that a key's name says another role than it holds -- a plain name written from a
 proven average (``ema.apply()``'s shadow variable: a swapping Saver), or an average's name
-written from another variable's average (crossed) -- every
+written from another variable's average (crossed), or from another EMA object's average of
+its variable (``model/W/fast`` from ``slow``'s: review-32-attack-r117 F4) -- every
 pairing by names is refused (exit 6, :func:`refuse_own_graph_swap`): ``ema_map`` (``map``,
 ``export``, ``restore-ema``) and ``average --ema --bake`` (each input).
 ``export --raw --no-meta`` (the keys as stored) stays; its warning says what the graph shows
@@ -111,6 +112,11 @@ def _misleading(view) -> tuple[str, str, bool] | None:
             found.append((key, src, True))
         elif of is not None and not (base == of or written.get(base) == {of}):
             found.append((key, src, False))  # another variable's average
+        elif of is not None and src.startswith(of + "/") \
+                and key[len(base) + 1:] != src[len(of) + 1:]:
+            # another EMA object's average of that variable: model/W/fast written from
+            # model/W/slow (review-32-attack-r117 F4; own_graph_mark._misleads says so too)
+            found.append((key, src, False))
     if not found:
         return None
     swapped = any(s for _, _, s in found)
@@ -134,7 +140,8 @@ def refuse_own_graph_swap(ckpt) -> None:
     undecided = {v.name: (v.ema_of,) for v in ckpt.variables_unwarned()
                  if v.role == "ema" and v.ema_of}
     who = ("a swapping Saver wrote it ({v.op.name: ema.average(v), ema.average_name(v): v})"
-           if swapped else "its Saver wrote keys named as averages from other variables' averages")
+           if swapped else "its Saver wrote keys named as averages from other variables' "
+           "averages or another EMA object's")
     raise UnprovenPairingError(
         f"{ckpt.path}: --no-meta pairs its keys by their names, but its own graph {graph} "
         f"beside it (the one read without --no-meta) shows {who}: its save op wrote {key} "
@@ -156,7 +163,7 @@ def raw_warning(ckpt) -> str | None:
         return None
     graph, key, source, swapped = shown
     held = ("some of the keys named as variables hold averages, not raw weights" if swapped
-            else "keys named as averages hold other variables' averages")
+            else "keys named as averages hold other variables' or other EMA objects' averages")
     return (f"exporting the keys named as variables as stored (--raw --no-meta): its own "
             f"graph {graph}, which --no-meta left unread, shows its save op wrote {key} from "
             f"{source}: {held}; drop --no-meta to read the keys through that graph")

@@ -234,3 +234,25 @@ def test_a_rescoped_bake_of_a_marked_crossing_average_stays_marked(made, tmp_pat
                             "--out", str(tmp_path / "r.npz")])
     assert code == 6 and KEY in " ".join(err.split()), err
     assert not (tmp_path / "r.npz").exists()
+
+
+@pytest.mark.parametrize("cmd", ["export", "restore-ema", "average --ema --bake"])
+def test_no_meta_over_an_own_graph_crossing_ema_objects_is_refused(made, tmp_path, cmd):
+    """review-32-attack-r117 F4: ``--no-meta`` beside the checkpoint's own .meta showing
+    ``model/W/fast`` written from slow's average of W read the names alone: slow's averages
+    exported, restored or baked as fast's, exit 0. That graph proves the names mislead, so
+    the pairing by names is refused (``export --raw --no-meta`` says what it shows)."""
+    out, _ = made
+    run = out / "objects_crossed"
+    args = {"export": ["export", str(run / "model.ckpt-3")],
+            "restore-ema": ["restore-ema", str(run / "model.ckpt-3")],
+            "average --ema --bake": ["average", str(run / "model.ckpt-3"),
+                                     str(run / "model.ckpt-2"), "--ema", "--bake"]}[cmd]
+    dest = tmp_path / ("o.npz" if cmd == "export" else "o")
+    code, _, err = run_cli([*args, "--no-meta", "--ema-name", "fast", "--out", str(dest)])
+    said = " ".join(err.split())
+    assert code == 6 and "another EMA object's" in said and "drop --no-meta" in said, err
+    assert not dest.exists()
+    if cmd == "export":
+        code, _, err = run_cli([*args, "--raw", "--no-meta", "--out", str(tmp_path / "r.npz")])
+        assert code == 0 and "other EMA objects' averages" in " ".join(err.split()), err
