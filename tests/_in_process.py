@@ -15,10 +15,10 @@ import subprocess
 from pathlib import Path
 
 
-def ckpt(*argv: str, env: dict[str, str] | None = None,
+def ckpt(*argv: str, env: dict[str, str | None] | None = None,
          cwd: str | Path | None = None) -> subprocess.CompletedProcess:
     """Runs ``ckpt *argv`` in-process (in ``cwd`` when given, ``env`` added to the
-    environment meanwhile).
+    environment meanwhile, a ``None`` value removing that variable).
 
     Returns:
         ``CompletedProcess(["ckpt", *argv], exit code, stdout, stderr)``.
@@ -42,3 +42,9 @@ def ckpt(*argv: str, env: dict[str, str] | None = None,
         raise result.exception
     return subprocess.CompletedProcess(["ckpt", *argv], result.exit_code, result.stdout,
                                        result.stderr)
+
+
+def run_in_process(argv: list[str]) -> subprocess.CompletedProcess:
+    """:func:`_corpus.run_subprocess`'s in-process twin: ``ckpt argv`` with ``COLUMNS=200``
+    and without ``CKPT_DEBUG``, as that one runs its child."""
+    return ckpt(*argv, env={"COLUMNS": "200", "CKPT_DEBUG": None})

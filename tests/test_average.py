@@ -8,7 +8,7 @@ import shutil
 
 import numpy as np
 import pytest
-from _corpus import run_subprocess
+from _in_process import run_in_process
 
 from ckpt_tools import EmaError, average_checkpoints, open_checkpoint
 from ckpt_tools.average import checkpoints_of_run
@@ -117,13 +117,13 @@ def test_last_without_a_state_file_says_what_last_reads(tf1_run, tmp_path):
 
     run = tmp_path / "run"
     shutil.copytree(tf1_run, run, ignore=shutil.ignore_patterns("checkpoint"))
-    proc = run_subprocess(["average", str(run), "--last", "2", "--out", str(tmp_path / "a")])
+    proc = run_in_process(["average", str(run), "--last", "2", "--out", str(tmp_path / "a")])
     assert proc.returncode == 3, proc.stderr
     line = proc.stderr.strip()
     assert line == (f"error: {run}: --last N takes the checkpoints the 'checkpoint' state file "
                     "lists, and there is none: name them (ckpt average A B ...)"), line
     shutil.copy(FIXTURES / "keras_ema" / "model.keras", run / "ckpt-10.keras")
-    proc = run_subprocess(["average", str(run), "--last", "2", "--out", str(tmp_path / "a")])
+    proc = run_in_process(["average", str(run), "--last", "2", "--out", str(tmp_path / "a")])
     assert proc.returncode == 3 and "\n" not in proc.stderr.strip(), proc.stderr
     assert "name them" in proc.stderr and "Keras files here cannot be averaged" in proc.stderr
     assert not (tmp_path / "a").exists()
@@ -132,7 +132,7 @@ def test_last_without_a_state_file_says_what_last_reads(tf1_run, tmp_path):
 def test_different_shapes_are_exit_6_naming_the_variable(tmp_path):
     from helpers import FIXTURES
 
-    proc = run_subprocess(["average", str(FIXTURES / "linear_v2"), str(FIXTURES / "towers_bn"),
+    proc = run_in_process(["average", str(FIXTURES / "linear_v2"), str(FIXTURES / "towers_bn"),
                            "--out", str(tmp_path / "x")])
     assert proc.returncode == 6, proc.stderr
     assert proc.stderr.startswith("error:") and len(proc.stderr.strip().splitlines()) == 1
@@ -141,22 +141,22 @@ def test_different_shapes_are_exit_6_naming_the_variable(tmp_path):
 
 def test_cli_last_n_json_and_refusals(tf1_run, tmp_path):
     before = {p.name: p.read_bytes() for p in tf1_run.iterdir()}
-    proc = run_subprocess(["average", str(tf1_run), "--last", "4", "--out",
+    proc = run_in_process(["average", str(tf1_run), "--last", "4", "--out",
                            str(tmp_path / "avg"), "--json"])
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert len(doc["inputs"]) == 4 and "emb" in doc["averaged"]
     assert (tmp_path / "avg" / "checkpoint").is_file()
     # Too few checkpoints listed: exit 3; output exists: exit 7; input directory: exit 7.
-    assert run_subprocess(["average", str(tf1_run), "--last", "9", "--out",
+    assert run_in_process(["average", str(tf1_run), "--last", "9", "--out",
                            str(tmp_path / "b")]).returncode == 3
-    again = run_subprocess(["average", str(tf1_run), "--last", "2", "--out",
+    again = run_in_process(["average", str(tf1_run), "--last", "2", "--out",
                             str(tmp_path / "avg")])
     assert again.returncode == 7 and "already exists" in again.stderr
-    inside = run_subprocess(["average", str(tf1_run), "--last", "2", "--out", str(tf1_run)])
+    inside = run_in_process(["average", str(tf1_run), "--last", "2", "--out", str(tf1_run)])
     assert inside.returncode == 7
     assert {p.name: p.read_bytes() for p in tf1_run.iterdir()} == before
-    assert run_subprocess(["average", str(tf1_run), "--out", str(tmp_path / "c")]
+    assert run_in_process(["average", str(tf1_run), "--out", str(tmp_path / "c")]
                           ).returncode == 2
 
 
@@ -206,7 +206,7 @@ def test_newest_is_the_largest_global_step_whatever_the_argument_order(tf1_run, 
             np.testing.assert_array_equal(value, _mean([t[key] for t in truth]), err_msg=key)
         else:
             np.testing.assert_array_equal(value, truth[-1][key], err_msg=key)
-    proc = run_subprocess(["average", *shuffled, "--out", str(tmp_path / "cli")])
+    proc = run_in_process(["average", *shuffled, "--out", str(tmp_path / "cli")])
     assert proc.returncode == 0, proc.stderr
     assert "model.ckpt-5, by global_step 5)" in proc.stdout
     assert _tf_values(tf, str(tmp_path / "cli" / "model.ckpt-5"))["global_step"] == 5
@@ -221,20 +221,20 @@ def test_ties_and_unknown_order_are_exit_6_naming_newest(tf1_run, tmp_path):
     newest = checkpoints_of_run(tf1_run, 1)[0]
     for f in tf1_run.glob("model.ckpt-5*"):
         (copy / f.name).write_bytes(f.read_bytes())
-    tie = run_subprocess(["average", newest, str(copy / "model.ckpt-5"), "--out",
+    tie = run_in_process(["average", newest, str(copy / "model.ckpt-5"), "--out",
                           str(tmp_path / "t")])
     assert tie.returncode == 6 and "--newest CKPT" in tie.stderr, tie.stderr
     assert len(tie.stderr.strip().splitlines()) == 1 and not (tmp_path / "t").exists()
-    chosen = run_subprocess(["average", newest, str(copy / "model.ckpt-5"), "--out",
+    chosen = run_in_process(["average", newest, str(copy / "model.ckpt-5"), "--out",
                              str(tmp_path / "t"), "--newest", str(copy), "--json"])
     assert chosen.returncode == 0, chosen.stderr
     doc = json.loads(chosen.stdout)
     assert doc["newest"] == str(copy / "model.ckpt-5") and doc["newest_by"] == "--newest"
     # The same checkpoint twice (prefix and .index) is refused, not counted twice.
-    dup = run_subprocess(["average", newest, newest + ".index", "--out", str(tmp_path / "d")])
+    dup = run_in_process(["average", newest, newest + ".index", "--out", str(tmp_path / "d")])
     assert dup.returncode == 6 and "given twice" in dup.stderr
     # --newest must be one of the inputs (usage, exit 2).
-    other = run_subprocess(["average", newest, str(copy / "model.ckpt-5"), "--out",
+    other = run_in_process(["average", newest, str(copy / "model.ckpt-5"), "--out",
                             str(tmp_path / "o"), "--newest", str(FIXTURES / "linear_v2")])
     assert other.returncode == 2 and "--newest" in other.stderr
     assert {p.name: p.read_bytes() for p in tf1_run.iterdir()} == before
@@ -330,7 +330,7 @@ def test_saved_model_inputs_give_a_saved_model_tensorflow_loads(tmp_path, tf):
     assert set(loaded) == set(first)
     for key in first:
         np.testing.assert_array_equal(loaded[key], _mean([first[key], second[key]]), err_msg=key)
-    proc = run_subprocess(["average", str(src), str(other), "--newest", str(other), "--name",
+    proc = run_in_process(["average", str(src), str(other), "--newest", str(other), "--name",
                            "x", "--out", str(tmp_path / "n")])
     assert proc.returncode == 5 and "--name" in proc.stderr
 
@@ -368,7 +368,7 @@ def test_copied_run_with_absolute_state_file_reads_the_copy(tf1_run, tmp_path):
     inputs = checkpoints_of_run(copy, 2)
     assert all(p.startswith(str(copy)) for p in inputs), inputs
     before = {p.name: p.read_bytes() for p in copy.iterdir()}
-    proc = run_subprocess(["average", str(copy), "--last", "2", "--out", str(copy), "--name",
+    proc = run_in_process(["average", str(copy), "--last", "2", "--out", str(copy), "--name",
                            "avg", "--force"])
     assert proc.returncode == 7, proc.stderr
     assert {p.name: p.read_bytes() for p in copy.iterdir()} == before
@@ -380,7 +380,7 @@ def test_keras_inputs_are_exit_5(tmp_path):
     src = FIXTURES / "keras_ema" / "adam.keras"
     copy = tmp_path / "b.keras"
     copy.write_bytes(src.read_bytes())
-    proc = run_subprocess(["average", str(src), str(copy), "--out", str(tmp_path / "o")])
+    proc = run_in_process(["average", str(src), str(copy), "--out", str(tmp_path / "o")])
     assert proc.returncode == 5 and "a Keras .keras archive" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
 
@@ -437,7 +437,7 @@ def test_a_tf1_and_a_tf2_run_are_different_models_not_a_step_question(tf1_run, t
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(w=tf.Variable(tf.zeros([2]))),
                                          str(run), 1)
     manager.save()
-    proc = run_subprocess(["average", checkpoints_of_run(tf1_run, 1)[0], str(run),
+    proc = run_in_process(["average", checkpoints_of_run(tf1_run, 1)[0], str(run),
                            "--out", str(tmp_path / "avg")])
     assert proc.returncode == 6, proc.stderr
     assert "different models" in proc.stderr and "save_counter" not in proc.stderr
@@ -458,6 +458,6 @@ def test_a_state_file_listing_a_checkpoint_twice_says_so(tf1_run, tmp_path):
         f'all_model_checkpoint_paths: "{older}"\n'
         f'all_model_checkpoint_paths: "{older}"\n'
         f'all_model_checkpoint_paths: "{latest}"\n')
-    proc = run_subprocess(["average", str(copy), "--last", "3", "--out", str(tmp_path / "a")])
+    proc = run_in_process(["average", str(copy), "--last", "3", "--out", str(tmp_path / "a")])
     assert proc.returncode == 6, proc.stderr
     assert f"lists {copy / older} twice" in proc.stderr and "save order" not in proc.stderr

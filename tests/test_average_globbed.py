@@ -8,7 +8,8 @@ import json
 import shutil
 
 import numpy as np
-from _corpus import run_cli, run_subprocess
+from _corpus import run_cli
+from _in_process import run_in_process
 from helpers import FIXTURES
 
 from ckpt_tools import EmaError, average_checkpoints
@@ -29,7 +30,7 @@ def _glob(directory, pattern: str) -> list[str]:
 def test_a_glob_of_the_runs_files_averages_each_checkpoint_once(tmp_path, tf):
     files = _glob(RUN, "model.ckpt-*")
     assert len(files) == 6 and any(f.endswith(".meta") for f in files)
-    proc = run_subprocess(["average", *files, "--out", str(tmp_path / "avg"), "--json"])
+    proc = run_in_process(["average", *files, "--out", str(tmp_path / "avg"), "--json"])
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     old, new = str(RUN / "model.ckpt-20"), str(RUN / "model.ckpt-30")
@@ -81,7 +82,7 @@ def test_a_checkpoint_named_twice_otherwise_is_exit_6_naming_both(tmp_path):
     }
     for what, (paths, said) in cases.items():
         out = tmp_path / what.replace(" ", "_")
-        proc = run_subprocess(["average", *paths, "--out", str(out)])
+        proc = run_in_process(["average", *paths, "--out", str(out)])
         assert proc.returncode == 6, (what, proc.stderr)
         assert "given twice " + said in proc.stderr and "count it twice" in proc.stderr, \
             (what, proc.stderr)
@@ -96,16 +97,16 @@ def test_a_checkpoint_named_twice_otherwise_is_exit_6_naming_both(tmp_path):
 
 def test_files_of_one_checkpoint_alone_a_lone_meta_or_a_stray_file_are_clear_errors(tmp_path):
     one = _glob(RUN, "model.ckpt-20.*")
-    proc = run_subprocess(["average", *one, "--out", str(tmp_path / "one")])
+    proc = run_in_process(["average", *one, "--out", str(tmp_path / "one")])
     assert proc.returncode == 2 and "are files of one checkpoint" in proc.stderr, proc.stderr
     assert "--last N" in proc.stderr and not (tmp_path / "one").exists()
     # A .meta whose checkpoint is gone (a run's leftover graph) matched by the glob.
     shutil.copy(RUN / "model.ckpt-20.meta", tmp_path / "model.ckpt-0.meta")
-    lone = run_subprocess(["average", str(tmp_path / "model.ckpt-0.meta"),
+    lone = run_in_process(["average", str(tmp_path / "model.ckpt-0.meta"),
                            *_glob(RUN, "model.ckpt-*"), "--out", str(tmp_path / "lone")])
     assert lone.returncode == 3 and "no checkpoint beside this graph" in lone.stderr, lone.stderr
     (tmp_path / "model.ckpt-1.txt").write_text("notes\n")
-    stray = run_subprocess(["average", *_glob(RUN, "model.ckpt-*"),
+    stray = run_in_process(["average", *_glob(RUN, "model.ckpt-*"),
                             str(tmp_path / "model.ckpt-1.txt"), "--out", str(tmp_path / "s")])
     assert stray.returncode == 4 and "model.ckpt-1.txt: not a TensorFlow checkpoint" in \
         stray.stderr, stray.stderr

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from _corpus import run_cli, run_subprocess, write_bundle
+from _corpus import run_cli, write_bundle
+from _in_process import run_in_process
 from helpers import set_terminal
 
 
@@ -22,7 +23,7 @@ def _bundles(tmp_path):
 
 def test_nonfinite_averages_are_named_in_one_warning(tmp_path, tf):
     a, b = _bundles(tmp_path)
-    proc = run_subprocess(["average", str(a), str(b), "--out", str(tmp_path / "o"), "--json"])
+    proc = run_in_process(["average", str(a), str(b), "--out", str(tmp_path / "o"), "--json"])
     assert proc.returncode == 0, proc.stderr
     assert "RuntimeWarning" not in proc.stderr and "Traceback" not in proc.stderr
     warnings = [ln for ln in proc.stderr.splitlines() if ln.startswith("warning:")]
@@ -66,7 +67,7 @@ def test_dynamic_loss_scale_is_copied_from_the_newest(tmp_path, tf):
         opt.apply_gradients(zip(grads, [v], strict=True))
         saved.append((ckpt.save(str(tmp_path / "run" / "ckpt")), float(opt.loss_scale)))
     assert saved[0][1] != saved[1][1]
-    proc = run_subprocess(["average", *(p for p, _ in saved), "--out", str(tmp_path / "o"),
+    proc = run_in_process(["average", *(p for p, _ in saved), "--out", str(tmp_path / "o"),
                            "--json"])
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)

@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 import pytest
-from _corpus import run_subprocess
+from _in_process import run_in_process
 from helpers import FIXTURES, tf2_unnamed_list_run
 
 from ckpt_tools import average_checkpoints
@@ -43,12 +43,12 @@ def _one_line_error(proc, code: int) -> None:
 
 def test_tf2_object_bake_follows_the_refusal_to_apply_order(tmp_path, tf):
     expected = json.loads((FIXTURES / "tf2_object" / "expected.json").read_text())
-    refused = run_subprocess(["average", str(FIXTURES / "tf2_object"), "--last", "3", "--ema",
+    refused = run_in_process(["average", str(FIXTURES / "tf2_object"), "--last", "3", "--ema",
                               "--bake", "--out", str(tmp_path / "o")])
     _one_line_error(refused, 6)
     assert not (tmp_path / "o").exists()
     order = _advice(refused.stderr, "--apply-order")
-    proc = run_subprocess(["average", str(FIXTURES / "tf2_object"), "--last", "3", "--ema",
+    proc = run_in_process(["average", str(FIXTURES / "tf2_object"), "--last", "3", "--ema",
                            "--bake", "--apply-order", order, "--out", str(tmp_path / "o"),
                            "--json"])
     assert proc.returncode == 0, proc.stderr
@@ -97,11 +97,11 @@ def two_ema_run(tmp_path_factory, tf):
 
 def test_custom_ema_name_bake_follows_the_refusal_to_ema_name(two_ema_run, tmp_path, tf):
     run, recorded = two_ema_run
-    refused = run_subprocess(["average", str(run), "--last", "2", "--ema", "--bake", "--out",
+    refused = run_in_process(["average", str(run), "--last", "2", "--ema", "--bake", "--out",
                               str(tmp_path / "o")])
     _one_line_error(refused, 6)
     assert "--ema-name avg" in refused.stderr
-    proc = run_subprocess(["average", str(run), "--last", "2", "--ema", "--bake",
+    proc = run_in_process(["average", str(run), "--last", "2", "--ema", "--bake",
                            "--ema-name", "avg", "--out", str(tmp_path / "o"), "--json"])
     assert proc.returncode == 0, proc.stderr
     out = _tf_values(tf, json.loads(proc.stdout)["output"])
@@ -110,7 +110,7 @@ def test_custom_ema_name_bake_follows_the_refusal_to_ema_name(two_ema_run, tmp_p
         assert not np.array_equal(recorded[0][variable], recorded[1][variable])
         np.testing.assert_array_equal(out[variable], want, err_msg=variable)
     # --no-meta (the map from the names alone) pairs the same here.
-    proc = run_subprocess(["average", str(run), "--last", "2", "--ema", "--bake",
+    proc = run_in_process(["average", str(run), "--last", "2", "--ema", "--bake",
                            "--ema-name", "avg", "--no-meta", "--out", str(tmp_path / "nm")])
     assert proc.returncode == 0, proc.stderr
     np.testing.assert_array_equal(_tf_values(tf, tmp_path / "nm" / "model.ckpt-4")["W"],
@@ -121,7 +121,7 @@ def test_bake_summary_counts_each_shadow_once(tmp_path):
     """review-user-r4: the summary said "10 EMA shadows ..., 5 plain names hold them" for the
     5 shadows TensorFlow recorded (the baked plain names were counted as shadows too)."""
     shadows = len(json.loads((FIXTURES / "tf2_object" / "expected.json").read_text())["ema_of"])
-    proc = run_subprocess(["average", str(FIXTURES / "tf2_object"), "--last", "3", "--ema",
+    proc = run_in_process(["average", str(FIXTURES / "tf2_object"), "--last", "3", "--ema",
                            "--bake", "--apply-order", "trainable", "--out", str(tmp_path / "o")])
     assert proc.returncode == 0, proc.stderr
     assert f": {shadows} EMA shadows averaged over 3 checkpoints, {shadows} plain names hold " \
@@ -135,11 +135,11 @@ def test_pairing_options_need_bake(tmp_path):
     shutil.copytree(FIXTURES / "custom_ema_name", copy)
     for extra in (["--ema-name", "avg"], ["--apply-order", "trainable"], ["--no-meta"],
                   ["--ema", "--ema-name", "avg"]):
-        proc = run_subprocess(["average", str(FIXTURES / "custom_ema_name"), str(copy),
+        proc = run_in_process(["average", str(FIXTURES / "custom_ema_name"), str(copy),
                                "--newest", str(copy), *extra, "--out", str(tmp_path / "x")])
         _one_line_error(proc, 2)
         assert "--bake" in proc.stderr
-    proc = run_subprocess(["average", str(FIXTURES / "custom_ema_name"), str(copy), "--newest",
+    proc = run_in_process(["average", str(FIXTURES / "custom_ema_name"), str(copy), "--newest",
                            str(copy), "--ema", "--bake", "--apply-order", "sideways", "--out",
                            str(tmp_path / "x")])
     _one_line_error(proc, 2)
@@ -150,7 +150,7 @@ def test_pairing_options_need_bake(tmp_path):
 
 
 def test_usage_error_names_the_argument_as_usage_does(tmp_path):
-    proc = run_subprocess(["average", str(FIXTURES / "tf2_object"), "--out", str(tmp_path / "x")])
+    proc = run_in_process(["average", str(FIXTURES / "tf2_object"), "--out", str(tmp_path / "x")])
     _one_line_error(proc, 2)
     assert "CKPT..." in proc.stderr and "PATHS" not in proc.stderr
 
@@ -169,15 +169,15 @@ def unnamed_list_run(tmp_path_factory, tf):
 def test_issue_tf2_unnamed_list_bake_equals_the_mean_of_ema_average(unnamed_list_run, tmp_path,
                                                                      tf):
     run, recorded = unnamed_list_run
-    refused = run_subprocess(["average", str(run), "--last", "2", "--ema", "--bake", "--out",
+    refused = run_in_process(["average", str(run), "--last", "2", "--ema", "--bake", "--out",
                               str(tmp_path / "o")])
     _one_line_error(refused, 6)
     named = _named_options(refused.stderr)
     assert "--apply-order" in named
-    help_text = run_subprocess(["average", "--help"]).stdout
+    help_text = run_in_process(["average", "--help"]).stdout
     for option in named:  # every option the refusal names is one average takes
         assert option in help_text, option
-    proc = run_subprocess(["average", str(run), "--last", "2", "--ema", "--bake",
+    proc = run_in_process(["average", str(run), "--last", "2", "--ema", "--bake",
                            "--apply-order", _advice(refused.stderr, "--apply-order"),
                            "--out", str(tmp_path / "o"), "--json"])
     assert proc.returncode == 0, proc.stderr
@@ -213,19 +213,19 @@ def test_bake_with_an_unaveraged_weight_follows_the_refusal_to_allow_missing(tmp
                 if i % 2:
                     saver.save(sess, str(run / "model.ckpt"), global_step=step)
                     recorded.append({"w": sess.run(ema.average(w)), "scale": sess.run(s)})
-    refused = run_subprocess(["average", str(run), "--last", "2", "--ema", "--bake", "--out",
+    refused = run_in_process(["average", str(run), "--last", "2", "--ema", "--bake", "--out",
                               str(tmp_path / "o")])
     _one_line_error(refused, 6)
     assert "--allow-missing" in _named_options(refused.stderr) | set(
         re.findall(r"\((--allow-missing)\)", refused.stderr))
     assert not (tmp_path / "o").exists()
-    proc = run_subprocess(["average", str(run), "--last", "2", "--ema", "--bake",
+    proc = run_in_process(["average", str(run), "--last", "2", "--ema", "--bake",
                            "--allow-missing", "--out", str(tmp_path / "o"), "--json"])
     assert proc.returncode == 0, proc.stderr
     out = _tf_values(tf, json.loads(proc.stdout)["output"])
     np.testing.assert_array_equal(out["w"], _mean([r["w"] for r in recorded]))
     np.testing.assert_array_equal(out["scale"], recorded[-1]["scale"])
     assert not np.array_equal(recorded[0]["scale"], recorded[1]["scale"])
-    proc = run_subprocess(["average", str(run), "--last", "2", "--allow-missing", "--out",
+    proc = run_in_process(["average", str(run), "--last", "2", "--allow-missing", "--out",
                            str(tmp_path / "x")])
     _one_line_error(proc, 2)

@@ -177,13 +177,13 @@ def test_tensor_views_are_read_only_and_zero_copy():
 def test_missing_v2_shard_is_exit_3_naming_it_for_every_command(fixture_copy, tmp_path, argv):
     """One exit code for one problem: no command lists an index without its data as whole,
     and export does not blame its output for a missing input shard."""
-    from _corpus import run_subprocess
+    from _in_process import run_in_process
 
     d = fixture_copy("sharded")
     shard = next(d.glob("*.data-00001-of-00002"))
     shard.unlink()
     args = [a.format(out=tmp_path / "out") for a in argv]
-    proc = run_subprocess([args[0], str(d), *args[1:]])
+    proc = run_in_process([args[0], str(d), *args[1:]])
     expected_code = 4 if argv == ["verify"] else 3  # verify reports every problem it finds
     assert proc.returncode == expected_code, proc.stderr
     said = proc.stdout + proc.stderr if argv == ["verify"] else proc.stderr
