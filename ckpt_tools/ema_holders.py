@@ -292,12 +292,16 @@ class SplitHoldersError(UnprovenPairingError):
     """:func:`refuse_split_holders`' refusal (exit 6), with ``for_eval``: what ``ckpt eval``
     says instead, naming only ``--ema-name``, the option eval has (and ``ckpt export`` for
     the ``--exclude`` offers: review-30-attack-r111 F3), or ``None`` where no EMA name states
-    anything."""
+    anything; and ``offers``: every option the refusal offers that decides (the
+    ``--exclude`` options exporting one holder's averages alone, then the ``--ema-name``
+    statement), which ``list`` names all, not ``option`` alone (review-33-user-u33 F3)."""
 
     def __init__(self, message: str, option: str | None,
-                 undecided: dict[str, tuple[str, ...]], for_eval: str | None = None):
+                 undecided: dict[str, tuple[str, ...]], for_eval: str | None = None,
+                 offers: tuple[str, ...] = ()):
         super().__init__(message, option, undecided)
         self.for_eval = for_eval
+        self.offers = tuple(offers)
 
 
 def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
@@ -359,7 +363,7 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
             f"(a ckpt train run's are) and reads them; ckpt export --raw exports the raw "
             f"weights instead", statement, undecided,
             for_eval=f"{core}; ckpt eval {statement} states that they are one EMA object's "
-                     f"averages (a ckpt train run's are) and evaluates them")
+                     f"averages (a ckpt train run's are) and evaluates them", offers=(statement,))
     offers, unlisted = _holder_offers(ckpt, each, ema_name)
     stated = f"--ema-name {family}" if family else "--ema-name NAME"
     offer = (f"{' or '.join(offers)} exports one holder's averages alone"
@@ -379,7 +383,7 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
         raise SplitHoldersError(
             f"{ckpt.path}: {core}; {offer}{unstated(family)}; ckpt export --raw exports the "
             "raw weights instead", "--exclude" if offers else None, undecided,
-            for_eval=f"{core}; {unstated(family)}{alone}")
+            for_eval=f"{core}; {unstated(family)}{alone}", offers=tuple(offers))
     # ckpt eval takes --ema-name, not --exclude nor --raw: it names only what it takes, and
     # ckpt export for the --exclude offers (review-30-attack-r111 F3)
     for_eval = (f"{core}; ckpt eval {stated} states that they are one EMA object's averages "
@@ -389,4 +393,5 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
     raise SplitHoldersError(
         f"{ckpt.path}: {core}; {offer}{stated} states that they are one EMA object's "
         "averages; ckpt export --raw exports the raw weights instead",
-        stated if family else None, undecided, for_eval=for_eval)
+        stated if family else None, undecided, for_eval=for_eval,
+        offers=(*offers, *([stated] if family else [])))

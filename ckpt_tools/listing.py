@@ -333,8 +333,9 @@ def _decided(ckpt: Checkpoint, variables: list[Variable], decide: dict):
     decided, refusal = decide_pairing(ckpt, variables, **decide)
     if refusal is None:
         return decided, None, frozenset()
-    return (decided, {"option": refusal.option, "reason": str(refusal)},
-            frozenset(refusal.raw))
+    offers = list(getattr(refusal, "offers", ()))  # each one a split refusal offers (u33 F3)
+    return (decided, {"option": refusal.option, "reason": str(refusal),
+                      **({"options": offers} if len(offers) > 1 else {})}, frozenset(refusal.raw))
 
 
 def list_names(checkpoint: str | os.PathLike | Checkpoint, *,

@@ -140,6 +140,25 @@ class Listing(Record):
         """The option that decides an unproven pairing (``--ema-name``...), or ``None``."""
         return self.unproven["option"] if self.unproven else None
 
+    def decide_said(self) -> str:
+        """What ``list`` says decides the unproven pairing: ``"pass --ema-name NAME to
+        decide"``, every option where the refusal offers several (split holders: the
+        ``--exclude`` options exporting one holder's averages alone beside the ``--ema-name``
+        statement; it offered the statement alone: review-33-user-u33 F3), or ``"no option
+        decides"``.
+
+        Returns:
+            `str`.
+        """
+        options = (self.unproven or {}).get("options") or []
+        if len(options) < 2:
+            return f"pass {self.decides} to decide" if self.decides else "no option decides"
+        alone = [o for o in options if "--exclude" in o]
+        stated = [o for o in options if o not in alone]
+        said = [f"{' or '.join(stated)} (they are one EMA object's averages)" if stated else "",
+                f"{' or '.join(alone)} (one holder's averages alone)" if alone else ""]
+        return f"pass {' or '.join(p for p in said if p)} to decide"
+
     @property
     def unpaired(self) -> list[Variable]:
         """Averages that cannot be paired from what the file records (several candidates)."""

@@ -80,3 +80,34 @@ def test_one_holder_offered_and_the_statement_taken(made, tmp_path):
     assert code == 0, err
     with np.load(tmp_path / "s.npz") as z:
         assert z["model/c"].tobytes() == truth["o1:c"].tobytes()
+
+
+def test_list_offers_every_option_that_decides(made, tmp_path):
+    """review-33-user-u33 F3: list marked each average "of ? (1 candidate)" and said "pass
+    --ema-name ExponentialMovingAverage to decide", though export's refusal offers the
+    --exclude options exporting one holder's averages alone too. list now names the lone
+    candidate and every option; each --exclude offered exports its holder's averages, bit
+    for bit (truth: ema.average(v))."""
+    import json
+    import re
+
+    out, truth = made
+    code, text, err = run_cli(["list", str(out / "attrs")])
+    assert code == 0, err
+    assert "1 candidate" not in text and "of ? (model/c)" in text, text
+    said = " ".join(err.split())
+    assert "pass --ema-name ExponentialMovingAverage (they are one EMA object's averages) or " \
+        "--exclude 'model/c' or --exclude 'ema/*' (one holder's averages alone) to decide" \
+        in said, said  # was: pass --ema-name ExponentialMovingAverage to decide
+    code, text, err = run_cli(["list", str(out / "attrs"), "--json"])
+    options = json.loads(text)["ema_unproven"]["options"]
+    assert sorted(options) == sorted(["--exclude 'model/c'", "--exclude 'ema/*'",
+                                      "--ema-name ExponentialMovingAverage"]), options
+    want = {"--exclude 'model/c'": {"model/w": truth["o0:w"], "model/b": truth["o0:b"]},
+            "--exclude 'ema/*'": {"model/c": truth["o1:c"]}}
+    for option, holds in want.items():
+        dest = tmp_path / f"{len(holds)}.npz"
+        flag, glob = re.fullmatch(r"(--exclude) '(.+)'", option).groups()
+        code, _o, err = run_cli(["export", str(out / "attrs"), flag, glob, "-o", str(dest)])
+        assert code == 0, (option, err)
+        assert_npz_holds(dest, holds)

@@ -263,10 +263,13 @@ def _print_table(out: Output, listing: Listing) -> None:
             tail = telling(target) if telling else target.rsplit("/", 1)[-1]
             last_segments.append(cell_len(clean(tail)) + (2 if tail != target else 0))
         elif _open(v):
-            # the summary below says 'ckpt map' lists them: the cell stays short
+            # the summary below says 'ckpt map' lists them: the cell stays short; a lone
+            # candidate is named ('of ? (1 candidate)' read as a contradiction: u33 F3)
             n = len(v.ema_candidates)
-            ema = ((f"of ? ({n} candidate{'s' * (n != 1)})" if v.role == "ema"
-                    else f"? ({n} average{'s' * (n != 1)})"), "red")
+            one = listing.by_key.get(v.ema_candidates[0]) if n == 1 else None
+            said = f"{one.path or one.name}" if one else None
+            ema = (f"of ? ({said or counted(n, 'candidate')})" if v.role == "ema" else
+                   f"? ({said or counted(n, 'average')})", "red")
         elif listing.missing_shadow(v):
             ema = ("missing", "red")
         else:
@@ -344,7 +347,7 @@ def _summary(out: Output, listing: Listing) -> None:
                  counted(averages, "average") if averages else ""]
         hidden = len(open_rows) - sum(1 for v in shown if _open(v) and v.name not in raw)
         option = listing.decides
-        decide = f"pass {option} to decide" if option else "no option decides"
+        decide = listing.decide_said()
         if not option and "in Python pass the live object" in str(
                 (listing.unproven or {}).get("reason", "")):
             # no --apply-order is read from the file (u26 F13): the live model's order is
