@@ -16,11 +16,11 @@ from .checkpoint import Checkpoint, Variable, open_checkpoint
 from .errors import OptionError, VariableNotFoundError
 from .formats._io import gc_paused
 from .formats._record import replace
-from .formats.bundle import data_path
 from .formats.objgraph import has_swappable_averages
 from .frozen_meta import listed_frozen, renamed_frozen
 from .listing_record import Listing
 from .listing_shadows import shadow_marked
+from .listing_shards import data_shards
 from .listing_stated import statements_listed
 from .lone_named import unmarked_lone_averages
 from .meta_sibling import doubt_note
@@ -72,7 +72,8 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
             :func:`ckpt_tools.ema_map`; each variable's ``ema`` is the average ``ckpt map``
             would use, and where the file does not prove one, ``ema`` is ``None`` and
             ``ema_candidates`` lists the averages (``Listing.unproven`` says why).
-        assumptions: fill ``Listing.assumed`` (reads a Keras file's weights and EMA copies).
+        assumptions: fill ``Listing.assumed`` and ``Listing.copies_equal`` (reads a Keras
+            file's weights and EMA copies, a tf_keras TF checkpoint's weights and averages).
         strict: refuse a Keras pairing that rests on an assumption, as ``--strict``.
         not_swapped: state that a Keras file was not saved swapped by ``SwapEMAWeights``
             (``--not-swapped``; see :func:`~ckpt_tools.checkpoint.open_checkpoint`).
@@ -134,6 +135,11 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
                     # refuses it until --not-swapped (or --raw) says how the file was saved
                     listing.unproven = {"option": "--not-swapped",
                                         "reason": swap_refusal(ckpt, assumed)}
+            if assumptions and not listing.copies_equal and listing.with_shadow and \
+                    ckpt.objects is not None:  # tf_keras' averages, copied in after fit (F5)
+                from .tfk_order import averages_in_weights
+
+                listing.copies_equal = averages_in_weights(ckpt, listing.by_key)
             # what export says the pairing rests on by statement, notes and fields (u33 F7)
             listing.said, listing.stated = statements_listed(ckpt.with_meta(use_meta), bool(
                 not_swapped or fit_order or trainable or use_ema or optimizer or averages_only
@@ -424,24 +430,3 @@ def _collections(ckpt: Checkpoint, names: list[str]) -> set[str]:
             raise ValueError(f"unknown collection {name!r}; this graph has: {has}")
     return wanted
 
-
-def data_shards(ckpt: Checkpoint) -> list[dict]:
-    """The data files of a V2 checkpoint and what each stores (empty for other formats).
-
-    Returns:
-        One ``{"file", "tensors", "bytes"}`` per shard, in shard order; a partitioned
-        variable counts once per stored slice, in the shard that holds the slice.
-    """
-    reader = ckpt.reader
-    num = getattr(reader, "num_shards", None)
-    if reader.format != "v2" or not num:
-        return []
-    shards = [{"file": os.path.basename(data_path(reader.prefix, i, num)), "tensors": 0,
-               "bytes": 0} for i in range(num)]
-    for name, entry in reader.entries.items():
-        parts = [sub for _, sub in reader.slice_entries(name)] if entry.slices else [entry]
-        for sub in parts:
-            if 0 <= sub.shard_id < num:
-                shards[sub.shard_id]["tensors"] += 1
-                shards[sub.shard_id]["bytes"] += sub.stored_bytes
-    return shards

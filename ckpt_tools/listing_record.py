@@ -54,7 +54,9 @@ class Listing(Record):
             :mod:`~ckpt_tools.keras_assumed`), when asked for; ``--json``'s ``"assumed"``,
             present only when not empty.
         copies_equal: with ``assumed`` asked for, whether every weight equals its Keras EMA
-            copy (or average slot) bit for bit: restore-ema would change nothing.
+            copy (or average slot, or tf_keras average in a TF checkpoint, its pairing proven:
+            :func:`~ckpt_tools.tfk_order.averages_in_weights`) bit for bit: restore-ema would
+            change nothing.
         raw_named: TF1 keys named as averages that hold a variable's RAW value (a training
             ``Saver(ema.variables_to_restore())``: the ``.meta``'s save op wrote them from
             the variable) -> that variable (``None`` where only map's refusal names it);

@@ -264,3 +264,31 @@ def refusal_text(objects: ObjectGraph | None, variables: dict, unpaired: list,
             "cannot check: Keras visits the layers in the order their attributes were "
             "assigned, the last assignment moving a layer last, while the checkpoint records "
             "the first); " + live + loop)
+
+
+def averages_in_weights(ckpt, variables: dict) -> bool:
+    """Whether each average the root optimizer records (:func:`recorded_averages`) is paired
+    with its weight by what the file proves (``ema_of`` set in ``variables``) and equals it bit
+    for bit: what tf_keras' ``fit()`` leaves at its end (``finalize_variable_values`` copies the
+    averages into the weights), so a checkpoint saved after it holds the averages as its
+    weights, and restore-ema would change nothing (review-33-user-u33 F5). An open or missing
+    pairing is ``False``: values never decide a pairing.
+
+    Args:
+        ckpt: the open checkpoint.
+        variables: key -> :class:`~ckpt_tools.checkpoint.Variable`, as the listing pairs them.
+
+    Returns:
+        `bool`.
+    """
+    pairs = {}
+    for key in recorded_averages(ckpt.objects):
+        v = variables.get(key)
+        if v is None or v.role != R.EMA or not v.ema_of or v.ema_of not in variables:
+            return False
+        pairs[key] = v.ema_of
+    if not pairs:
+        return False
+    from .swap_assumed import same_values  # NumPy: only for such a file
+
+    return same_values(ckpt, pairs)
