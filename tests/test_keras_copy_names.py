@@ -81,6 +81,10 @@ def test_copies_only_the_fit_order_pairs_are_named_marked(saved):
     assert code == 0, err
     (doc,) = json.loads(out)["tensors"]
     assert (doc["path"], doc["path_by_order"]) == (name, True), doc
+    code, out, err = run_cli(["diff", str(path), str(path), "--grep", name + "?", "--json"])
+    assert code == 0, err
+    (doc,) = json.loads(out)["tensors"]  # diff --json too
+    assert (doc["path"], doc["path_by_order"]) == (name, True), doc
 
 
 def test_list_table_names_an_assumed_copy_as_the_others(saved):

@@ -154,7 +154,11 @@ def diff_command(
                     report = diff_checkpoints(ca, cb, match=match, values=not no_values,
                                               progress=bar.update)
     if json_out:
-        out.json({**report.to_dict(changed_only=changed_only, paths=paths), **assumed,
+        doc = report.to_dict(changed_only=changed_only, paths={**paths, **bare})
+        for t in doc["tensors"]:  # the name, not the '?' the table shows (u33 F2, as list)
+            if t["key"] in bare:
+                t["path_by_order"] = True
+        out.json({**doc, **assumed,
                   **({"warnings": list(out.warned)} if out.warned else {})})  # r94 F5
     else:
         _print(out, report, paths, changed_only)
