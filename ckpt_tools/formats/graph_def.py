@@ -11,7 +11,6 @@ nodes themselves are decoded by :mod:`.graph_nodes`.
 from __future__ import annotations
 
 import os
-import re
 from collections import namedtuple
 
 from ..errors import CorruptCheckpointError
@@ -28,6 +27,7 @@ from .graph_nodes import (
 )
 from .graph_nodes import op_name as op_name  # re-exported: the meta_* readers import it here
 from .meta import proto_fields
+from .name_trie import any_of
 from .text_bound import bounded_text, looks_text
 
 # collections.namedtuple, not typing.NamedTuple: `ckpt list` imports this module and never
@@ -295,7 +295,7 @@ def _graph_library(graph) -> tuple[dict, list]:
             raw_nodes.append(value)
     # the library is written after the nodes: a graph without one calls nothing, and only
     # a node whose bytes hold a function's name can call one (decoded: those alone)
-    named = re.compile(b"|".join(re.escape(f.encode()) for f in functions if f))
+    named = any_of([f.encode() for f in functions if f])
     return functions, [_call(raw) for raw in raw_nodes if named.search(raw)] if functions else []
 
 
