@@ -20,7 +20,7 @@ from .formats._io import is_url
 
 __all__ = ["evaluation_resave", "graph_digest", "misleading_left", "names_mislead",
            "own_graph_doubt", "refuse_foreign_graph", "renamed_keys", "rewrites_misleading",
-           "several_objects", "sits_under"]
+           "several_objects"]
 
 
 def names_mislead(ckpt) -> bool:
@@ -228,6 +228,7 @@ def evaluation_resave(ckpt) -> bool:
         `bool` (``False`` where no graph's save op is read, or none renamed a key).
     """
     from .raw_named import evaluation_graph
+    from .resave_objects import sits_under
     from .save_op import graph_file, written_sources
 
     if graph_file(ckpt) is None or getattr(ckpt, "meta_unread", None):
@@ -265,9 +266,8 @@ def _resave_name(ckpt, sources: dict[str, list[str]], held: dict[str, str]) -> s
     Returns:
         `str`, or ``None`` where no single name is so proven."""
     from . import roles as R
-    from .formats.meta_saver import saved_sources_all
     from .raw_named import vtr_variables
-    from .save_op import graph_file
+    from .resave_objects import other_ema_named
 
     names = {key[len(var) + 1:] for key, var in held.items()}
     if len(names) != 1:
@@ -286,29 +286,7 @@ def _resave_name(ckpt, sources: dict[str, list[str]], held: dict[str, str]) -> s
                 or any(not set(sources[k]) <= averaged and held[k] not in averaged
                        for k in held):
             return None
-    for saver in saved_sources_all(graph_file(ckpt)):  # every Saver the graph builds
-        for key, src in saver.items():
-            var = sits_under(key, src)
-            if var is not None and key[len(var) + 1:] != name:
-                return None
-    return name
-
-
-def sits_under(key: str, src: list[str]) -> str | None:
-    """The variable a save op's ``key`` is named under as ``<v>/<name>``, written from
-    ``src``: its one source (a partitioned variable's part saved alone, ``w/part_0``, under
-    ``w/part_0/ExponentialMovingAverage``), or the variable its parts are of (``w`` of
-    ``w/part_0``, ``w/part_1``).
-
-    Returns:
-        `str`, or ``None`` where ``key`` is a source's own or sits under none."""
-    from .saved_keys import PART
-
-    whole = {PART.sub("", s) for s in src}
-    if key in src or key in whole:
-        return None
-    heads = ([src[0]] if len(src) == 1 else []) + (sorted(whole) if len(whole) == 1 else [])
-    return next((v for v in heads if key.startswith(v + "/")), None)
+    return None if other_ema_named(ckpt, name) else name
 
 
 def graph_digest(path: str | None) -> str | None:

@@ -38,6 +38,7 @@ from .raw_named import (
     written_from_own,
 )
 from .raw_named_said import if_trained
+from .resave_objects import crossed_refusal
 from .restorer_keys import restorer_named
 from .save_op import graph_file, graph_named, why_unwritten, written_sources
 from .unstored_heads import suspect_weights
@@ -261,6 +262,9 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str],
     ordered = sorted(lone.items(), key=lambda st: (at.get(st[0], len(at)), st[0]))
     raw = [(s, t) for s, t in ordered if sources and saved_from(sources.get(s), t)]
     evaluated = [(s, t) for s, t in raw if evaluation_graph(ckpt, s)]
+    crossed = crossed_refusal(ckpt, evaluated) if evaluated else None
+    if crossed is not None:  # Savers of two EMA objects: whose averages? (r115 F1)
+        raise crossed
     raw = [st for st in raw if st not in evaluated]
     # a pair the caller's filters leave out (--exclude w): kept for them to drop and count
     unused = {st for st in raw if left_out is not None and left_out(*st)}
@@ -326,6 +330,11 @@ def stated_lone_averages(ckpt: Checkpoint) -> dict[str, str]:
     other = {v.name for v in ckpt.variables_unwarned() if v.role == R.OTHER}
     found.update({s: t for s, t in raw_named_keys(ckpt).items()
                   if s in other and t not in stored and _statable(ckpt, sources, s, t)})
+    # Savers of two EMA objects in an evaluation graph: no statement pairs them (r115 F1)
+    evaluated = [(s, t) for s, t in found.items()
+                 if saved_from((sources or {}).get(s), t) and evaluation_graph(ckpt, s)]
+    if evaluated and crossed_refusal(ckpt, evaluated) is not None:
+        return {s: t for s, t in found.items() if (s, t) not in evaluated}
     return found
 
 

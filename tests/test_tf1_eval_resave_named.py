@@ -7,8 +7,9 @@ was refused with that false reason even with ``--ema-name fast --averages-only``
 the input's own copy. Where the graph cannot tell which averages its keys hold, the mark
 stays: the restoring Saver of one object and the saving Saver of another in one graph (whose
 averages do ``fc/w/ExponentialMovingAverage`` hold?), and an EMA name with a scope
-(``tower/ExponentialMovingAverage``: read alone, the average of ``fc/w/tower``). Made here by
-TensorFlow (a subprocess), the truth read from the training session (``ema.average(v)``)."""
+(``tower/ExponentialMovingAverage``: read alone, the average of ``fc/w/tower``); read through
+that graph, the former is refused even under ``--averages-only``. Made here by TensorFlow (a
+subprocess), the truth read from the training session (``ema.average(v)``)."""
 
 from __future__ import annotations
 
@@ -176,3 +177,23 @@ def test_average_of_partitioned_evaluation_resaves_reads_as_they_do(made, kind, 
     assert said[0] == said[1] and said[0][0] == 0, said  # the copy was refused, exit 6
     with np.load(tmp_path / "out.npz") as z:
         assert sorted(z.files) == ["fc/b", "fc/w", "fc2/p/part_0", "fc2/p/part_1"]
+
+
+@pytest.mark.parametrize("command", [["export", "--out", "e.npz"],
+                                     ["restore-ema", "--out", "ema"]])
+@pytest.mark.parametrize("stated", [False, True])
+def test_savers_of_two_objects_refused_in_place(made, command, stated, tmp_path):
+    """Read through its own graph, ``crossed`` (and its average in place, the graph beside
+    it) was read as the default object's averages under ``--averages-only``, exit 0: they
+    held ``fast``'s (the graph's other Saver restored them). Refused (exit 6) naming both
+    Savers, with or without the statement, which cannot decide it."""
+    out, _ = made
+    avg, _, _ = _average(out, "crossed", tmp_path)
+    for ckpt in (out / "crossed" / "model.ckpt-4", avg):
+        dst = tmp_path / command[-1]
+        code, _, err = run_cli([command[0], *(["--averages-only"] if stated else []),
+                                str(ckpt), command[1], str(dst)])
+        line = " ".join(err.split())
+        assert code == 6, err  # was 0 (stated): fast's averages as ExponentialMovingAverage's
+        assert "two EMA objects" in line and "/fast" in line, err
+        assert not dst.exists()

@@ -1,0 +1,81 @@
+"""Savers of two EMA objects in one TF1 evaluation graph (review-31-attack-r115 F1): the
+restoring ``Saver(fast.variables_to_restore())`` and the saving
+``Saver(ema.variables_to_restore())`` (or the other way round) wrote keys
+``W/ExponentialMovingAverage`` from ``W``, which then held ``fast``'s averages. Nothing in the
+file says which of the graph's Savers restored them, so neither what the keys' names say nor
+``--averages-only`` (the keys hold the averages that graph restored: whose?) decides.
+"""
+
+from __future__ import annotations
+
+from .errors import UnprovenPairingError
+from .formats.meta_saver import PART, saved_sources_all
+from .save_op import graph_file, graph_named, written_sources
+from .wording import agreeing, counted
+
+__all__ = ["crossed_refusal", "other_ema_named", "sits_under"]
+
+
+def other_ema_named(ckpt, name: str) -> tuple[str, str] | None:
+    """A key some Saver of ``ckpt``'s graph file (each save scope) writes from the variable
+    ``<v>`` its name sits under, ``<v>/<suffix>``, with another suffix than the EMA name
+    ``name``: a second EMA object's ``Saver(ema.variables_to_restore())`` (the one restoring
+    in an evaluation graph whose other one saved), whose averages the variables may have held
+    when the keys named ``<v>/<name>`` were saved from them (review-31-attack-r115 F1).
+
+    Returns:
+        `(key, variable)`, or ``None`` where no Saver so names a variable (or no graph is
+        read)."""
+    path = graph_file(ckpt)
+    for saver in saved_sources_all(path) if path else ():  # every Saver the graph builds
+        for key, src in saver.items():
+            var = sits_under(key, src)
+            if var is not None and key[len(var) + 1:] != name:
+                return key, var
+    return None
+
+
+def sits_under(key: str, src: list[str]) -> str | None:
+    """The variable a save op's ``key`` is named under as ``<v>/<name>``, written from
+    ``src``: its one source (a partitioned variable's part saved alone, ``w/part_0``, under
+    ``w/part_0/ExponentialMovingAverage``), or the variable its parts are of (``w`` of
+    ``w/part_0``, ``w/part_1``).
+
+    Returns:
+        `str`, or ``None`` where ``key`` is a source's own or sits under none."""
+    whole = {PART.sub("", s) for s in src}
+    if key in src or key in whole:
+        return None
+    heads = ([src[0]] if len(src) == 1 else []) + (sorted(whole) if len(whole) == 1 else [])
+    return next((v for v in heads if key.startswith(v + "/")), None)
+
+
+def crossed_refusal(ckpt, evaluated: list) -> UnprovenPairingError | None:
+    """The refusal (exit 6, no option decides) of reading as averages the keys ``evaluated``
+    (``(key, variable)``: named as averages, an evaluation graph's Saver wrote each from the
+    variable, or the part of it, it is named under) where they carry several EMA names, or a
+    Saver of that graph names those variables under another (:func:`other_ema_named`).
+
+    Returns:
+        `UnprovenPairingError`, or ``None`` where one name is all the graph's Savers use."""
+    sources = written_sources(ckpt) or {}
+    under = {s: sits_under(s, sources.get(s) or []) for s, _ in evaluated}
+    named = {s: s[len(v) + 1:] for s, v in under.items() if v is not None}
+    if not named:
+        return None
+    (name, *more) = sorted(set(named.values()))
+    other = (next((s, under[s]) for s, n in named.items() if n != name) if more
+             else other_ema_named(ckpt, name))
+    if other is None:
+        return None
+    s = next(iter(named))
+    return UnprovenPairingError(
+        f"{ckpt.path}: {counted(len(evaluated), 'key')} named as averages "
+        f"{agreeing(len(evaluated), 'was', 'were')} written from "
+        f"{agreeing(len(evaluated), 'its variable', 'their variables')} by an evaluation graph "
+        f"(e.g. {s} from {under[s]}), whose {graph_named(ckpt)} also names "
+        f"{other[1]}'s value {other[0]}: Savers of two EMA objects' "
+        "variables_to_restore(), so each variable held the averages of whichever object's "
+        "Saver restored it, which the file cannot show (--averages-only cannot decide it); "
+        "read the averages you want from the training checkpoint", None,
+        {k: (v,) for k, v in evaluated})
