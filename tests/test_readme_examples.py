@@ -36,8 +36,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _in_process import in_terminal  # noqa: E402
 from _tf_runner import run_python  # noqa: E402
-from test_readme import _run_in_terminal  # noqa: E402
 
 ELIDED = "…"
 
@@ -86,9 +86,9 @@ def matches(shown: list[str], got: list[str]) -> bool:
 
 
 def _run(argv: list[str], cwd: str) -> tuple[int, str]:
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    return _run_in_terminal([sys.executable, "-m", "ckpt_tools", *argv[1:]], cwd=cwd,
-                            env={"PYTHONPATH": path})
+    # In this process, on a real pseudo-terminal (a fresh python per example cost ~0.5 CPU s
+    # each, ~50 of them; test_readme's list example still runs `python -m ckpt_tools` there)
+    return in_terminal(argv[1:], cwd)
 
 
 def results(block: list[tuple[int, str, list[str]]]):
