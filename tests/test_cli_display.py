@@ -344,10 +344,12 @@ def test_eval_on_a_checkpoint_of_another_model_is_exit_3_with_the_cause(tmp_path
     run = tmp_path / "run"
     shutil.copytree(TOWERS, run)
     (run / "checkpoint").write_text(f'model_checkpoint_path: "{run}/model.ckpt-30"\n')
+    from _tf_runner import run_python
+
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    proc = subprocess.run([sys.executable, "-m", "ckpt_tools", "eval", "run",
-                           "--num-examples", "10"], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=tmp_path)
+    # its own process, forked from the tests' TensorFlow fork server (eval imports TensorFlow)
+    proc = run_python(["-c", "from ckpt_tools.cli import main; main()", "eval", "run",
+                       "--num-examples", "10"], timeout=300, env=env, cwd=tmp_path)
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: run/model.ckpt-30: not a checkpoint of the reference"), last
     assert "(Python: ckpt_tools.restore_ema(sess, path))" in last, last
