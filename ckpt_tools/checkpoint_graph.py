@@ -81,7 +81,11 @@ def read_graph(location: Location, reader: Reader, tools_mark: dict | None, *, m
     # was written with (an eval graph placed beside it): that graph proves nothing of its
     # keys (review-29-attack-r107 F2)
     unknown: UnprovenPairingError | None = None
-    if graph is not None and names_doubted(tools_mark) and not not_swapped:
+    # a bake's mark whose copied graph no longer says what its keys hold: no statement
+    # about its inputs' Saver (--not-swapped) reads its names alone (review-32-attack-r117
+    # F8; --no-meta: no_meta_own.refuse_baked_over)
+    baked_over = bool((names_doubted(tools_mark) or {}).get("graph_of_input"))
+    if graph is not None and names_doubted(tools_mark) and (not not_swapped or baked_over):
         from .own_graph_mark import refuse_foreign_graph
 
         foreign = refuse_foreign_graph(location.prefix, str(source), tools_mark)
@@ -106,7 +110,8 @@ def read_graph(location: Location, reader: Reader, tools_mark: dict | None, *, m
         # ckpt average wrote it from inputs a swapping Saver's graph doubts (its mark says
         # so) and no graph beside it doubts it now: renamed, copied without the graph,
         # s3:// (review-28-attack-r105 F1-F3): refused as meta_unknown is
-        if names_doubted(tools_mark) and not doubt and unknown is None and not not_swapped:
+        if names_doubted(tools_mark) and not doubt and unknown is None \
+                and (not not_swapped or baked_over):
             unknown = refuse_or_defer(names_doubted_refusal(location.prefix, tools_mark),
                                       reader, defer_unknown)
     # ... where the caller states keys_are_raw, the one graph of them showing a

@@ -192,11 +192,13 @@ def ema_map(
         raise UnprovenPairingError(str(unknown), option=unknown.option)
     if not_swapped:
         ckpt.not_swapped = True  # its meta-less view too
-    if getattr(ckpt, "graph_declined", False):  # --no-meta: its own graph shows the
-        from .no_meta_own import refuse_own_graph_swap  # names mislead (r110 F6)
+    if not use_meta:  # --no-meta: its own graph shows the names mislead (r110 F6), or
+        from .no_meta_own import refuse_baked_over, refuse_own_graph_swap  # its mark (r117)
 
         try:
-            refuse_own_graph_swap(ckpt)
+            refuse_baked_over(ckpt)
+            if getattr(ckpt, "graph_declined", False):
+                refuse_own_graph_swap(ckpt)
         except UnprovenPairingError:
             opened.__exit__()
             raise

@@ -34,7 +34,7 @@ import os
 
 from .errors import CheckpointError, UnprovenPairingError
 
-__all__ = ["own_graph_swap", "raw_warning", "refuse_own_graph_swap"]
+__all__ = ["own_graph_swap", "raw_warning", "refuse_baked_over", "refuse_own_graph_swap"]
 
 _EMA = "ExponentialMovingAverage"
 
@@ -148,6 +148,25 @@ def refuse_own_graph_swap(ckpt) -> None:
         f"from {source}, so the names do not say what the keys hold; drop --no-meta to read "
         "the keys through that graph (the averages are then read right)", option=None,
         undecided=undecided)
+
+
+def refuse_baked_over(ckpt) -> None:
+    """Refuses pairing by names under ``--no-meta`` the keys of a bake's output whose mark
+    says the bake wrote one EMA object's averages over keys its input's graph says hold
+    another's (``graph_of_input``: :func:`~ckpt_tools.tools_mark.graph_written`): no graph
+    says what those keys hold now, so their names say nothing either; read in place or
+    copied, ``--no-meta`` exported another variable's average, exit 0
+    (review-32-attack-r117 F10). ``export --raw --no-meta`` (no pairing) stays.
+
+    Raises:
+        UnprovenPairingError: (exit 6, no option decides).
+    """
+    from .doubt_refusal import names_doubted_refusal
+    from .tools_mark import names_doubted
+
+    mark = getattr(ckpt, "tools_mark", None)
+    if (names_doubted(mark) or {}).get("graph_of_input"):
+        raise names_doubted_refusal(ckpt.path, mark)
 
 
 def raw_warning(ckpt) -> str | None:

@@ -205,6 +205,15 @@ def test_a_bake_of_one_object_is_not_read_for_another_through_the_input_graph(ma
     code, _, err = run_cli(["export", str(ckpt), "--ema-name", "fast",
                             "--out", str(tmp_path / "c.npz")])
     assert code == 6 and "no graph says what these keys hold" in " ".join(err.split()), err
+    # neither --not-swapped (a statement of the inputs' Saver, not of the bake: r117 F8)
+    # nor --no-meta (r117 F10) reads its names alone, in place or copied
+    for where in (baked, ckpt):
+        for stated in (["--not-swapped"], ["--no-meta"]):
+            code, _, err = run_cli(["export", str(where), "--ema-name", "fast", *stated,
+                                    "--out", str(tmp_path / "s.npz")])
+            assert code == 6 and "hold now" in " ".join(err.split()) or \
+                code == 6 and BAKED_OVER in " ".join(err.split()), (where, stated, err)
+            assert not (tmp_path / "s.npz").exists()
     code, _, err = run_cli(["export", str(baked), "--raw", "--no-meta",
                             "--out", str(tmp_path / "r.npz")])
     assert code == 0, err
