@@ -167,7 +167,9 @@ def average_checkpoints(
         (its files given together) in ``merged``.
 
     Raises:
-        EmaError: the inputs differ in keys, shapes or dtypes (names the variable); a
+        EmaError: the inputs differ in keys, shapes or dtypes (names the variable), or an
+            input's object graph records another variable under a key (``UnprovenPairingError``:
+            :mod:`~ckpt_tools.average_held`); a
             checkpoint is given twice (not as distinct files of it); which input is newest
             cannot be told (no step recorded in every input, or two inputs record the largest
             one: pass ``newest``); ``ema`` was asked for and

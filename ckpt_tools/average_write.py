@@ -14,6 +14,7 @@ from . import roles as R
 from .average_carried import record_name, removable, write_record
 from .average_doubt import carry_doubt, doubt_to_carry
 from .average_graphs import refuse_disagreeing_graphs
+from .average_held import refuse_keys_held_otherwise
 from .average_layouts import refuse_resumed_layouts
 from .average_unknown import check_unknown_carried, unknown_to_carry
 from .checkpoint import Checkpoint
@@ -248,6 +249,9 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
                            no_meta=not (pairing or {}).get("use_meta", True))
     unknown = unknown_to_carry(ckpts, ema, bake, pairing)  # ... and where nothing can be
     refuse_disagreeing_graphs(ckpts)  # own graphs saying a key holds different things (r110 F5)
+    # (before the pairing's refusals: an option offered there would be refused here, r118 F4)
+    refuse_keys_held_otherwise(ckpts, [k for k, e in newest.entries().items()
+                                       if e.dtype_name in _AVERAGED])
     if not (pairing or {}).get("use_meta", True):  # --no-meta: nor an input whose own graph
         for c in reversed(ckpts):  # shows its names mislead (r110 F6): the newest first
             refuse_baked_over(c)  # nor a bake's over another object's keys (r117 F10)
