@@ -48,7 +48,9 @@ def test_ema_targets_read_as_one_variable_at_80_columns(capsys, monkeypatch):
     assert len(rows) == 6, out
     for row in rows:
         (target,) = _reads_as(row[-1][3:], names)  # one variable, never two
-        (shadow,) = _reads_as(row[0], list(truth))
+        # a name the table marks '?' (its pairing by fit()'s order, unproven) is the --json
+        # path without the mark (90773e2)
+        (shadow,) = _reads_as(row[0].removesuffix("?"), list(truth))
         assert truth[shadow] == target, (row, out)
     assert all(len(line) <= 80 for line in out.splitlines()), out
 
