@@ -157,6 +157,11 @@ def rows(results: dict) -> list[dict]:
 
             out += show_full_rows(r["label"], r["show_full"], _row)
             continue
+        if r.get("only") == "vtr-list":  # bench/vtr_list.py
+            from vtr_list import vtr_list_rows
+
+            out += vtr_list_rows(r["vtr_list"], _row)
+            continue
         if r.get("only") == "stream":  # --only stream: the read and stream rows alone
             out += _verified_read_rows(r["label"], r["read"])
             out += stream_rows(r["label"], r["read"], r["stream"])

@@ -17,6 +17,7 @@ Examples::
     python bench/run.py --sizes 1G --repeats 5 --json results.json --markdown results.md
     python bench/run.py --quick                 # 4 MB, ~100 tensors, one repeat: a smoke run
     python bench/run.py --only show-full        # ckpt show --full memory, 1M values
+    python bench/run.py --only vtr-list         # list/map growth on a TF1 vtr checkpoint
 """
 
 from __future__ import annotations
@@ -386,13 +387,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="variables of the checkpoint for the list -q row (100000)")
     parser.add_argument("--workdir", help="scratch directory (default: a new one in /tmp)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
-    parser.add_argument("--only", choices=["stream", "remote-average", "show-full"],
+    parser.add_argument("--vtr-variables", type=int, default=2000,
+                        help="--only vtr-list: variables of the larger vtr checkpoint (2000; "
+                        "the smaller has a quarter)")
+    parser.add_argument("--only", choices=["stream", "remote-average", "show-full", "vtr-list"],
                         help="stream: only the verified read and the stats/diff --ema rows "
                              "(no list, TensorFlow, bake or export measurements); "
                              "remote-average: only peak RSS of ckpt average from S3 (a local "
                              "moto server) beside the local average, 2 and 5 inputs; "
                              "show-full: only peak RSS of ckpt show --full (and --json) on "
-                             "one tensor of each size, beside its bytes")
+                             "one tensor of each size, beside its bytes; "
+                             "vtr-list: only ckpt list/map of a TF1 checkpoint of a "
+                             "Saver(ema.variables_to_restore()) with its .meta (bench/vtr_list.py) "
+                             "at --vtr-variables and a quarter of them")
     parser.add_argument("--json", dest="json_path", help="write machine-readable results here")
     parser.add_argument("--markdown", help="write the results as a README section here")
     args = parser.parse_args(argv)
@@ -409,6 +416,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         make_ckpt.parse_size(s)
     if args.repeats < 1 or args.passes < 1:
         parser.error("--repeats and --passes must be at least 1")
+    if args.vtr_variables < 4:
+        parser.error("--vtr-variables must be at least 4")
     if args.variables is not None and args.variables < 1:
         parser.error("--variables must be at least 1")
     args.layers = make_ckpt.layers_for(args.variables) if args.variables else \
@@ -442,6 +451,14 @@ def main(argv: list[str] | None = None) -> int:
                 results["sizes"].append({
                     "label": label, "only": "show-full",
                     "show_full": bench_show_full(make_ckpt.parse_size(label), workdir, env)})
+        elif args.only == "vtr-list":
+            from vtr_list import bench_vtr_list
+
+            _log(f"ckpt list/map of a vtr checkpoint, {args.vtr_variables:,} variables and a "
+                 "quarter of them")
+            results["sizes"].append({
+                "label": f"{args.vtr_variables:,} vars", "only": "vtr-list",
+                "vtr_list": bench_vtr_list(args.vtr_variables, workdir, args.repeats, env)})
         elif args.only == "stream":
             for label in args.size_list:
                 results["sizes"].append(bench_stream_only(

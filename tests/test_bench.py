@@ -219,3 +219,34 @@ def test_show_full_rows(tmp_path):
     assert all(r["met"] is not None and r["ratio"] is not None for r in rows), rows
     assert [r["metric"].split(" (")[0] for r in rows] == [
         "peak RSS, ckpt show --full", "peak RSS, ckpt show --full --json"]
+
+
+def test_vtr_list_rows():
+    """``--only vtr-list``: ``ckpt list``/``map`` of a TF1 vtr checkpoint at N and N/4
+    variables, each command's growth in CPU seconds against its target (4x the variables: at
+    most 5x the time) and in wall time (info). Rows only: the checkpoints take TensorFlow
+    minutes to write (``python bench/run.py --only vtr-list`` measures them)."""
+    vtr_list = _load("vtr_list")
+    sys.path.insert(0, str(BENCH))
+    try:
+        import report
+    finally:
+        sys.path.remove(str(BENCH))
+
+    def timed(wall: float, cpu: float) -> dict:
+        return {"wall_s": wall, "cpu_s": cpu, "runs": [(wall, cpu)]}
+
+    result = {"variables": {
+        "500": {"ckpt list --json": timed(1.0, 0.5), "ckpt map --json": timed(1.0, 0.5)},
+        "2000": {"ckpt list --json": timed(4.0, 2.0), "ckpt map --json": timed(9.0, 8.0)}}}
+    rows = report.rows({"many": None, "sizes": [
+        {"label": "2,000 vars", "only": "vtr-list", "vtr_list": result}]})
+    by = {r["metric"]: r for r in rows}
+    assert by["ckpt list --json, CPU seconds"]["ratio"] == 4.0
+    assert by["ckpt list --json, CPU seconds"]["met"] is True
+    assert by["ckpt list --json, CPU seconds"]["target"] == \
+        f"<= {vtr_list.GROWTH_TARGET:g}x for 4x the variables"
+    assert by["ckpt map --json, CPU seconds"]["met"] is False  # 16x: quadratic
+    assert by["ckpt map --json, wall seconds"]["met"] is None
+    assert {r["vs"] for r in rows} == {"the same at 500 vars"}
+    assert {r["size"] for r in rows} == {"2,000 vars (vtr, .meta)"}
