@@ -115,6 +115,31 @@ def named_twins(ckpt: Checkpoint, target: str, keys: list[str], ema_name: str) -
     return found
 
 
+def counted_apart(shadows: dict[str, list[str]], suffix: dict[str, str], ema_name: str,
+                  given: set[str]) -> set[str]:
+    """Returns the variables a stated TF2 ``ema_name`` carrying ``_N`` (``ema_1``) cannot pick
+    an average of: those with several averages of its family (``w/ema_1``, ``w/ema_2``) that
+    only the number tells apart. TF2 numbers ``<v>/<name>`` per variable name across the whole
+    process, so where objects named ``ema`` averaged different variables (an earlier one in a
+    notebook, or ``e1.apply([w]); e2.apply([w, b]); e1.apply([b])``) ``w/ema_1`` is one
+    object's and ``b/ema_1`` another's: taking each variable's ``ema_1`` mixed two objects,
+    exit 0 (review-32-attack-r118 F6). The number is a given name only where the file shows
+    no counter (``ema_name`` in ``given``, :func:`~ckpt_tools.ema_refusals.exact_names`) and
+    every variable of the family holds the same names (``ema_999``, ``ema_9999`` on each):
+    then none is returned."""
+    family = suffix_base(ema_name)
+    if family == ema_name:
+        return set()
+    kin = {t: sorted(suffix.get(c, "") for c in cs
+                     if suffix.get(c) == family or suffix_base(suffix.get(c, "")) == family)
+           for t, cs in shadows.items()}
+    kin = {t: ks for t, ks in kin.items() if ks}
+    apart = {t for t, ks in kin.items() if len(ks) > 1 and ema_name in ks}
+    if apart and ema_name in given and len({tuple(ks) for ks in kin.values()}) == 1:
+        return set()  # given names, the same on every variable: nothing counted unevenly
+    return apart
+
+
 def refuse_twins(ckpt: Checkpoint, ema_name: str, twins: dict[str, list[str]],
                   suffix: dict[str, str]) -> None:
     """Refuses a stated TF1 ``--ema-name fast`` where a variable's only average of that family

@@ -11,6 +11,7 @@ from .checkpoint import Checkpoint
 from .ema_holders import root_attributes
 from .ema_name_stated import (
     accepted_names,
+    counted_apart,
     keys_under,
     named_twins,
     not_stated,
@@ -210,6 +211,9 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
              for a in reach.get(c, {holder[c]} if c in holder else ())}
     unpicked: dict[str, list[str]] = {}  # several averages, none picked by the stated name
     families = {suffix_base(suffix.get(c, "")) for cs in shadows.values() for c in cs}
+    # a stated name with TF's _N whose number alone tells a variable's averages apart (r118 F6)
+    counted_only = (counted_apart(shadows, suffix, ema_name, given)
+                    if tf2 and ema_name is not None else set())
     if tf2 and ema_name is not None and ema_name in attrs and ema_name not in families:
         refuse_mixed_attribute(ckpt, ema_name, shadows, suffix, held)
     for target, cands in shadows.items():
@@ -227,6 +231,9 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
                     # two objects both named 'ema_1' write w/ema_1 and w/ema_1_1: the
                     # name fits both (review-15-attack-r31 F3)
                     several[target] = sorted(cands)
+                    continue
+                if not base and target in counted_only and len(by_attr) != 1:
+                    several[target] = sorted(cands)  # never picked by TF's counter
                     continue
                 by_name = base or exact
                 if len(by_attr) > 1 and len(by_name) == 1 and set(by_name) < set(by_attr):

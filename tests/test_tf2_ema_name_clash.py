@@ -83,3 +83,48 @@ def test_objects_named_ema_and_ema_1_are_each_reachable(tf, tmp_path):
         for i, t in enumerate(truth):
             assert m.vs[i].numpy().tobytes() == t.tobytes(), (attr, i)
             m.vs[i].assign(raw[i])
+
+
+def test_a_numbered_name_uneven_across_variables_is_refused(tf, tmp_path):
+    """review-32-attack-r118 F6: two objects both named ``s32i_ema`` (e1, e2) saved in one
+    list, where TF's per-variable counters came out uneven: a notebook's earlier object of
+    that name averaged ``w`` (``e0``), or e1 averaged ``w`` before e2 and ``b`` after it.
+    ``--ema-name s32i_ema_1`` took e1's average of one variable and e2's of the other, exit 0;
+    it is now refused (exit 6), and the refusal without it holds too. Variable and EMA names
+    are this test's own: TF2 counts them across the process."""
+
+    def build(case: str):
+        w = tf.Variable(tf.zeros([3]), name=f"s32i_{case}_w")
+        b = tf.Variable(tf.zeros([3]), name=f"s32i_{case}_b")
+        e0, e1, e2 = (tf.train.ExponentialMovingAverage(d, name="s32i_ema")
+                      for d in (0.3, 0.5, 0.9))
+        if case == "notebook":
+            e0.apply([w])
+            e1.apply([w, b])
+            e2.apply([w, b])
+        else:  # one object applied in two calls
+            e1.apply([w])
+            e2.apply([w, b])
+            e1.apply([b])
+        train_ema(tf, [w, b], e1, e2)
+        return w, b, e1, e2
+
+    for case, names in (("notebook", [["s32i_ema_1", "s32i_ema"], ["s32i_ema_2", "s32i_ema_1"]]),
+                        ("crossed", [["s32i_ema", "s32i_ema_1"], ["s32i_ema_1", "s32i_ema"]])):
+        w, b, e1, e2 = build(case)
+        assert [[e.average(v).name[:-2].rpartition("/")[2] for v in (w, b)]
+                for e in (e1, e2)] == names, case
+        # each variable's s32i_ema_1 is a different object's: nothing in the file says whose
+        by_name = {e.average(v).name: i for i, e in enumerate((e1, e2)) for v in (w, b)}
+        assert len({i for n, i in by_name.items() if n.endswith("/s32i_ema_1:0")}) == 2, case
+        m = tf.Module()
+        m.w, m.b = w, b
+        d = tmp_path / case
+        tf.train.Checkpoint(model=m, ema=[e.average(v) for e in (e1, e2) for v in (w, b)]).write(
+            str(d / "ckpt"))
+        out = tmp_path / f"{case}.npz"
+        for args in ([], ["--ema-name", "s32i_ema_1"], ["--ema-name", "s32i_ema_2",
+                                                        "--allow-missing"]):
+            result = runner.invoke(app, ["export", str(d), "--out", str(out), *args])
+            assert result.exit_code == 6, (case, args, result.output)
+            assert not out.exists(), (case, args)
