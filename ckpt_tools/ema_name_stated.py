@@ -164,32 +164,98 @@ def refuse_twins(ckpt: Checkpoint, ema_name: str, twins: dict[str, list[str]],
 
 
 def refuse_both(ckpt: Checkpoint, ema_name: str, both: dict, suffix: dict[str, str],
-                 holder: dict[str, str]) -> None:
-    """Refuses an ``--ema-name`` that is both the attribute one EMA object's averages were
-    saved under and the name of another EMA object: either reading is the caller's, and
-    taking one silently hands back the other object's averages."""
-    # the names of the object under the attribute: without TF's _N, but where that would
+                 holder: dict[str, str], of: dict[str, str]) -> None:
+    """Refuses an ``--ema-name`` that is both the attribute some averages were saved under and
+    the name of an EMA object whose averages (some of them) were saved elsewhere: either
+    reading is the caller's, and taking one silently hands back the other's averages. Where
+    the attribute holds averages of the stated name only (``slow=[slow(w), slow(b)]``,
+    ``other=[slow(c)]``), both readings name averages of one name split over attributes,
+    which two objects both named so, saved apart, write too: refused as that.
+
+    Each option offered is run first (:func:`_both_offers`): the refusal offered the same
+    option for both readings, options refused when run and options lacking the
+    ``--allow-missing`` they need (review-32-attack-r118 F2); where none is accepted it says
+    that no ``--ema-name`` decides.
+
+    Raises:
+        UnprovenPairingError: (exit 6; ``--ema-name``, or no option where none decides).
+    """
+    mine = {c for c in of if suffix_base(suffix.get(c, "")) == ema_name
+            or suffix.get(c) == ema_name}  # averages of an object named so (or ema_name_N)
+    # the names of the averages under the attribute: without TF's _N, but where that would
     # leave the stated name itself, as recorded (an object named 'ema_999', r73 F3)
     attr_names = sorted({n if suffix_base(n) == ema_name else suffix_base(n)
                          for n in {suffix.get(c, "") for a, _ in both.values() for c in a}
-                         | {suffix.get(c, "") for c in suffix if holder.get(c) == ema_name}}
+                         | {suffix.get(c, "") for c in of if holder.get(c) == ema_name}}
                         - {""})
-    name_attrs = sorted({holder.get(c, "") for _, n in both.values() for c in n} - {""})
+    name_attrs = sorted({holder.get(c, "") for c in mine} - {"", ema_name})
     # an average named 'ema_2' fits 'ema' only read as TF's _N counter: say its own name
     numbered = sorted({suffix.get(c, "") for _, n in both.values() for c in n} - {ema_name})
-    named = f"{ema_name!r} (or {', '.join(numbered)})" if numbered else repr(ema_name)
-    ways = [f"--ema-name {a} for the object named {named}" for a in name_attrs[:1]] + [
-        f"--ema-name {n} for the one saved under {ema_name!r}" for n in attr_names[:1]
-        if suffix_base(n) != ema_name]
+    counter = f" (with TF's _N counter: {', '.join(numbered)})" if numbered else ""
+    shown = ckpt.objects.paths if ckpt.objects is not None else {}
+    where = "; ".join(f"{a} holds averages named {ema_name} of {_some(mine, holder, of, a, shown)}"
+                      for a in [ema_name, *name_attrs] if _some(mine, holder, of, a, shown))
+    if set(attr_names) <= {ema_name}:  # one name: the same object's, or two of one name
+        head = (f"names the attribute {ema_name!r} and the averages named {ema_name}{counter}, "
+                f"which are split over {counted(1 + len(name_attrs), 'attribute')} of the "
+                f"tf.train.Checkpoint ({where}), as two EMA objects both named {ema_name} "
+                "saved apart keep theirs: nothing recorded says they are one object's")
+    else:
+        head = (f"reads two ways here: {ema_name!r} is the attribute of the tf.train.Checkpoint "
+                f"holding averages named {', '.join(attr_names)}, and the name of an EMA "
+                f"object{counter}" + (f" ({where})" if name_attrs else
+                                      f", whose averages are kept under {ema_name!r} too"))
+    offers = _both_offers(ckpt, of, holder, suffix, name_attrs,
+                          [n for n in attr_names if suffix_base(n) != ema_name])
+    tried = sorted(dict.fromkeys([*name_attrs[:2], *(n for n in attr_names
+                                                      if suffix_base(n) != ema_name)][:4]))
+    tail = (f"pass {' or '.join(offers)}" if offers else "no --ema-name decides" + (
+        f" (--ema-name {' or --ema-name '.join(tried)} is refused, with --allow-missing too)"
+        if tried else ""))
     raise UnprovenPairingError(
-        f"{ckpt.path}: --ema-name {ema_name} reads two ways here: {ema_name!r} is the "
-        f"attribute of the tf.train.Checkpoint holding the averages of the EMA object named "
-        f"{', '.join(attr_names) or '?'}, and the name of another EMA object"
-        + (f" (with TF's _N counter: {', '.join(numbered)})" if numbered else "")
-        + f", whose averages were saved under {', '.join(name_attrs) or '?'}; "
-        + (f"pass {' or '.join(ways)}" if ways else "no --ema-name value tells them apart"),
-        "--ema-name" if ways else None,
+        f"{ckpt.path}: --ema-name {ema_name} {head}; {tail}",
+        "--ema-name" if offers else None,
         {t: tuple(a + n) for t, (a, n) in both.items()})
+
+
+def _some(keys: set[str], holder: dict[str, str], of: dict[str, str], attr: str,
+          shown: dict[str, str]) -> str:
+    """The variables (``of``: average key -> its variable; ``shown``: key -> the path to
+    name it by) whose averages among ``keys`` the attribute ``attr`` holds, a few of them
+    named (``model/b, model/w and 2 more``), or ``""``."""
+    outs = sorted({shown.get(of[c], of[c]) for c in keys if holder.get(c) == attr})
+    return ", ".join(outs[:3]) + (f" and {len(outs) - 3} more" if len(outs) > 3 else "")
+
+
+def _both_offers(ckpt: Checkpoint, of: dict[str, str], holder: dict[str, str],
+                 suffix: dict[str, str], attrs: list[str], names: list[str]) -> list[str]:
+    """The options a two-ways refusal offers, each run first: ``--ema-name A`` for each of
+    ``attrs`` (other attributes holding averages of the stated object's name), whose export
+    must read averages held under ``A`` only, and ``--ema-name N`` for each of ``names`` (the
+    other EMA names under the stated attribute), whose export must read averages named ``N``
+    only; each alone, else with ``--allow-missing``. An option is typed with what it takes
+    (:func:`~ckpt_tools.offer_probe.takes`), so that its words are the export's own.
+
+    Returns:
+        `list`: the options' texts (at most two of each kind); ``[]`` where none works."""
+    from .offer_probe import exported, option_text, takes  # they run the map: imported late
+
+    def reads(ema_name: str, allow: bool, fits) -> bool:
+        got = {k for k in exported(ckpt, ema_name, allow).values() if k in of}
+        return bool(got) and all(fits(k) for k in got)
+
+    out = []
+    for kind, values in ((0, attrs[:2]), (1, names[:2])):
+        for n in values:
+            fits = ((lambda k, a=n: holder.get(k) == a) if kind == 0 else
+                    (lambda k, b=n: b in (suffix.get(k), suffix_base(suffix.get(k, "")))))
+            for allow in (False, True):
+                if reads(n, allow, fits):
+                    said = takes(ckpt, n, allow)
+                    out.append(option_text(n, (), allow) + (f" (it takes {said})" if said
+                                                            else ""))
+                    break
+    return list(dict.fromkeys(out))
 
 
 def accepted_names(ckpt: Checkpoint, found: list[str], named: list[str] = ()) -> str:

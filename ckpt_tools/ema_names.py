@@ -287,7 +287,8 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
                                          ema_name):
             several[target] = sorted(cands)
     if both:
-        refuse_both(ckpt, ema_name, both, suffix, held)
+        refuse_both(ckpt, ema_name, both, suffix, held,
+                    {c: t for t, cs in shadows.items() for c in cs})
     if twins:
         refuse_twins(ckpt, ema_name, twins, suffix)
     if not tf2:  # before "pass --ema-name": no name decides a lone average's object

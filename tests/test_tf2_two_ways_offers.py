@@ -1,0 +1,97 @@
+"""TF2: the refusal of an ``--ema-name`` that is both an attribute of the tf.train.Checkpoint
+and an EMA object's name offers only options it ran (review-32-attack-r118 F2): it offered the
+same option for both readings (attributes crossed: ``k32fast=[slow's]``, ``k32slow=[fast's]``),
+options refused when run, and options lacking the ``--allow-missing`` they need. Each option
+it names is run here and must give one object's averages (the rest raw) bit for bit, truth
+from ``ema.average(v)``; where none works it says no ``--ema-name`` decides. The EMA objects
+carry names of their own: TF numbers an object's name process-wide, and xdist runs other files
+in this process."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from ckpt_tools.cli import app
+
+runner = CliRunner()
+
+# case -> (the two objects' names (None: TF's default), the variables each averages, the
+# attributes: attribute -> [(object index, variable)], the --ema-name refused)
+CASES = {
+    "crossed": (["k32fast", "k32slow"], ["wbc", "wbc"],
+                {"k32fast": [(1, n) for n in "wbc"], "k32slow": [(0, n) for n in "wbc"]},
+                "k32fast"),
+    "other": ([None, "k32ema"], ["wb", "c"],
+              {"k32ema": [(0, "w"), (0, "b")], "other": [(1, "c")]}, "k32ema"),
+    "split": (["k32split", None], ["wbc", "w"],
+              {"k32split": [(0, "w"), (0, "b")], "part": [(0, "c")]}, "k32split"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_two_ways_refusal_offers_only_what_it_ran(tf, tmp_path, case):
+    names, applies, hold, stated = CASES[case]
+
+    class M(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(tf.random.stateless_normal([2, 3], [3, 1]), name="w")
+            self.b = tf.Variable(tf.zeros([3]), name="b")
+            self.c = tf.Variable(tf.ones([3]), name="c")
+
+    m = M()
+    var = {"w": m.w, "b": m.b, "c": m.c}
+    emas = [tf.train.ExponentialMovingAverage(d, **({"name": n} if n else {}))
+            for n, d in zip(names, (0.5, 0.9), strict=True)]
+    for i in range(3):
+        for v in var.values():
+            v.assign(v * 0.7 + 0.2 * (i + 1))
+        for e, a in zip(emas, applies, strict=True):
+            e.apply([var[n] for n in a])
+    avg = [{n: e.average(var[n]).numpy() for n in a}
+           for e, a in zip(emas, applies, strict=True)]
+    raw = {n: v.numpy() for n, v in var.items()}
+    ck = tmp_path / "ck"
+    tf.train.Checkpoint(model=m, **{k: [emas[i].average(var[n]) for i, n in h]
+                                    for k, h in hold.items()}).write(str(ck / "ckpt"))
+    out = tmp_path / "x.npz"
+    result = runner.invoke(app, ["export", str(ck), "--ema-name", stated, "--out", str(out)])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 6 and not out.exists(), said
+    offered = re.findall(r"--ema-name ([^\s,;)]+)((?: --allow-missing)?)",
+                         said.partition("; pass ")[2])
+    if case == "crossed":  # the other attribute is the other object's name: nothing decides
+        assert "no --ema-name decides" in said and "; pass" not in said, said
+        assert not offered
+        for extra in ([], ["--allow-missing"]):  # what the refusal used to offer is refused
+            result = runner.invoke(app, ["export", str(ck), "--ema-name", "k32slow", *extra,
+                                         "--out", str(out)])
+            assert result.exit_code == 6 and not out.exists(), result.output
+        return
+    assert offered, said
+    for name, allow in offered:
+        args = ["--ema-name", name, *allow.split()]
+        result = runner.invoke(app, ["export", str(ck), *args, "--out", str(out), "--force"])
+        assert result.exit_code == 0, (args, result.output)
+        with np.load(out) as z:
+            got = {n: z[f"model/{n}"] for n in "wbc"}
+        # every weight is one object's average or its raw value, and one object only
+        used = set()
+        for n, value in got.items():
+            whose = [i for i, a in enumerate(avg) if n in a
+                     and value.tobytes() == a[n].tobytes()]
+            if whose:
+                used.add(whose[0])
+            else:
+                assert allow and value.tobytes() == raw[n].tobytes(), (args, n)
+        assert len(used) == 1, (args, used)
+        # and all of that object's averages that the attribute named keeps
+        i = next(iter(used))
+        kept = {n for k, h in hold.items() for j, n in h if j == i and (
+            k == name or name not in hold)}
+        assert {n for n in "wbc" if n in avg[i] and got[n].tobytes() == avg[i][n].tobytes()
+                } >= kept, (args, kept)
