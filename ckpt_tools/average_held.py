@@ -1,5 +1,5 @@
-"""``ckpt average`` of TF2 object checkpoints whose keys hold different variables in different
-inputs (review-32-attack-r118 F4).
+"""``ckpt average`` of inputs whose keys hold different variables in different inputs: TF2
+object checkpoints and TF1 Savers whose var_list changed (review-32-attack-r118 F4).
 
 An object-based checkpoint keys each variable by its path through the saved objects
 (``ema/0``, ``model/w``), not by the variable: a list of averages rebuilt in another order
@@ -17,8 +17,12 @@ Keys are not re-paired by name instead: a ``full_name`` differs as well when a p
 counter numbered the same variable otherwise (``w/ExponentialMovingAverage_1`` of an EMA object
 made again in one process), and nothing in either file tells that from a second EMA object.
 
-TF1 checkpoints key each variable by a name its Saver chose: where an input's own ``.meta``
-shows a key written from another variable, :mod:`~ckpt_tools.average_graphs` compares them.
+TF1 checkpoints key each variable by a name its Saver chose, and a ``Saver`` whose
+``var_list`` dict changed between saves (``{"a": w, "c": b}``, then ``{"a": b, "c": w}``)
+leaves the same keys holding other variables too: where each input's own ``.meta`` records the
+save op that wrote it, every floating-point key must be written from the same graph
+variables in each (``/part_N`` aside); keys whose names mislead are compared, with their
+wording, by :mod:`~ckpt_tools.average_graphs` first.
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ def _holds(name: str | None) -> str:
 def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str]) -> None:
     """Refuses averaging ``keys`` of ``ckpts`` (the newest last) where the inputs' object
     graphs record another variable (``full_name``) under one of them: the mean would mix two
-    variables' values. Inputs without an object graph (TF1) are left alone.
+    variables' values; TF1 inputs (no object graph) where two inputs' own graphs record a key
+    written from different graph variables (:func:`_refuse_sources_differing`).
 
     Args:
         ckpts: the inputs, the newest last (its object graph is the output's).
@@ -60,9 +65,10 @@ def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str]) -> 
             that differ, the variable each input records there and how many keys differ.
     """
     newest = ckpts[-1]
-    if newest.objects is None:
-        return
     keys = sorted(keys)
+    if newest.objects is None:
+        _refuse_sources_differing(ckpts, keys)
+        return
     want = newest.objects.full_names
     for ckpt in ckpts[:-1]:
         have = ckpt.objects.full_names if ckpt.objects is not None else {}
@@ -83,3 +89,51 @@ def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str]) -> 
             "attributes swapped), and averaging by key would mix different variables' values: "
             "refused; average only checkpoints whose keys hold the same variables (no option "
             "decides)", option=None)
+
+
+def _sources(ckpt: Checkpoint) -> dict[str, set[str]] | None:
+    """Key -> the graph variables (without ``/part_N``) the save op recorded in ``ckpt``'s
+    own graph wrote under it; ``None`` where no graph of its own is read or it records no one
+    save op that wrote it (several Savers, none: :mod:`~ckpt_tools.average_graphs` and the
+    pairing refuse those as they must)."""
+    from .own_graph_mark import renamed_keys
+    from .save_op import graph_file, written_sources
+
+    if (getattr(ckpt, "meta_doubt", ()) or getattr(ckpt, "meta_unknown", None) is not None
+            or getattr(ckpt, "meta_unread", None) or graph_file(ckpt) is None):
+        return None
+    sources = written_sources(ckpt)
+    return None if sources is None else renamed_keys(sources, every=True)
+
+
+def _refuse_sources_differing(ckpts: list[Checkpoint], keys: list[str]) -> None:
+    """The TF1 half of :func:`refuse_keys_held_otherwise`: refuses where two inputs' own
+    graphs record a key written from different graph variables (the newest's graph first).
+
+    Raises:
+        UnprovenPairingError: (exit 6, ``option`` ``None``) naming both inputs, the first key
+            and the variables each graph's save op wrote under it.
+    """
+    read = [(c, said) for c in reversed(ckpts) if (said := _sources(c)) is not None]
+    if len(read) < 2:
+        return
+    first, want = read[0]
+    for ckpt, have in read[1:]:
+        differ = [k for k in keys if have.get(k) != want.get(k)]
+        if not differ:
+            continue
+        key = differ[0]
+        more = f" (and {counted(len(differ) - 1, 'other key')})" if len(differ) > 1 else ""
+        raise UnprovenPairingError(
+            f"{ckpt.path}: {key!r} holds {_written(have.get(key))} there but "
+            f"{_written(want.get(key))} in {first.path}{more}, as the save op of each one's own "
+            "graph records: the Saver's var_list changed between the saves, and averaging by "
+            "key would mix different variables' values: refused; average only checkpoints "
+            "whose keys hold the same variables (no option decides)", option=None)
+
+
+def _written(names: set[str] | None) -> str:
+    """The graph variables a save op wrote under a key, in words (escaped)."""
+    if not names:
+        return "no variable its save op records"
+    return "the value of variable " + " + ".join(repr(n) for n in sorted(names))
