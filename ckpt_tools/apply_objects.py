@@ -167,4 +167,6 @@ def offer_objects(ckpt: Checkpoint, variables, use_meta: bool,
                  "one name under different name scopes, and --ema-name "
                  f"{' or --ema-name '.join(scoped)} takes that object's averages (with "
                  "--allow-missing, the variables it did not average raw)")
-    return UnprovenPairingError(f"{refusal}{text}", "--ema-name", refusal.undecided)
+    said = str(refusal)  # less its "no option decides", which the offer makes false (r118 F5)
+    said = said[:len(said) - len(refusal.none_decides)]
+    return UnprovenPairingError(f"{said}{text}", "--ema-name", refusal.undecided)

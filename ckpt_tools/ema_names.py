@@ -380,15 +380,19 @@ def refuse_uneven(ckpt: Checkpoint, shadows: dict[str, list[str]], suffix: dict[
         return
     t, c = lone[0]
     other, others = next(iter(numbered.items()))
+    # said only where nothing finds an option: a .meta's update ops may prove the object
+    # that averaged every variable (apply_objects.offer_objects), whose offer replaces these
+    # words; "no option decides" beside "--ema-name ExponentialMovingAverage_1 decides"
+    # said both (review-32-attack-r118 F5)
+    none = ("; no option decides: name the EMA objects (ExponentialMovingAverage(decay, "
+            "name='fast')) when training; in the training graph each object's "
+            "ema.average(v) is its own average")
     raise UnprovenPairingError(
         f"{ckpt.path}: " + (f"--ema-name {ema_name}: " if ema_name else "")
         + f"{c} cannot be said to be one EMA object's average of {t}: TF1 names averages "
         "per variable (the first EMA object to average a variable "
         f"gets <var>/{suffix.get(c)}, the next <var>/{suffix.get(c)}_1 ...), and {other} has "
         f"{', '.join(sorted(others))}, so two default-named objects averaged different "
-        f"variables and {counted(len(lone), 'lone average')} such as {c} may be either's (the "
-        "keys do "
-        "not record which object wrote them); no option decides: name the EMA objects "
-        "(ExponentialMovingAverage(decay, name='fast')) when training; in the training graph "
-        "each object's ema.average(v) is its own average",
-        None, {c: (t,)})
+        f"variables and {counted(len(lone), 'lone average')} such as {c} may be either's: the "
+        f"keys do not record which object wrote them{none}",
+        None, {c: (t,)}, none_decides=none)

@@ -145,15 +145,19 @@ class UnprovenPairingError(EmaError):
         raw: keys named as averages that the file proves hold their variables' raw values
             (a Saver of ``ema.variables_to_restore()``): no pairing is open for them, and
             ``ckpt list`` says so rather than "the file does not prove the pairing".
+        none_decides: the words ending the message that say no option decides (``""`` if
+            none): a caller that then finds an option that does (a ``.meta``'s update ops)
+            drops them, so the message never says both.
     """
 
     def __init__(self, message: str, option: str | None = None,
                  undecided: dict[str, tuple[str, ...]] | None = None,
-                 raw: tuple[str, ...] = ()):
+                 raw: tuple[str, ...] = (), none_decides: str = ""):
         super().__init__(message)
         self.option = option
         self.undecided = dict(undecided or {})
         self.raw = tuple(raw)
+        self.none_decides = none_decides if message.endswith(none_decides) else ""
 
 
 class AmbiguousCheckpointError(CheckpointError):
