@@ -230,7 +230,7 @@ def _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_opti
     strip, add = map_options.get("strip_scope"), map_options.get("add_scope")
     sm_dir = saved_model_source(ckpt)
     m, source_of = bake_plan(ckpt, name, drop_slots, map_options)
-    raw = raw_left_out(ckpt, source_of) if sm_dir else {}
+    raw = raw_left_out(ckpt, source_of, m.filtered_averages) if sm_dir else {}
     if raw:  # left out, saved_model.pb's Saver would fail to restore them; kept, launder them
         k, t = next(iter(raw.items()))
         raise EmaError(f"{ckpt.path}: {counted(len(raw), 'key')} named as averages "
@@ -286,7 +286,7 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
     if meta_src and renamed:
         warnings.append("keys were re-scoped, so the .meta graph (which uses the old names) "
                         "was not copied")
-    raw = raw_left_out(ckpt, source_of)
+    raw = raw_left_out(ckpt, source_of, m.filtered_averages)
     if progress_total:  # the bytes written, not the input's (s29g)
         progress_total(baked_bytes(ckpt, source_of, drop_slots, raw))
     with BundleWriter(prefix, shown) as writer:

@@ -15,15 +15,20 @@ from .formats.bundle_writer import BundleWriter
 from .raw_shadows import raw_named_keys
 
 
-def raw_left_out(ckpt: Checkpoint, source_of: dict[str, str]) -> dict[str, str]:
+def raw_left_out(ckpt: Checkpoint, source_of: dict[str, str],
+                 kept=()) -> dict[str, str]:
     """Returns the keys a bake leaves out (key -> the variable whose raw value it holds):
     those named as averages that the save op proves hold their variables' RAW values
     (:func:`~ckpt_tools.raw_shadows.raw_named_keys`), e.g. a training
     ``Saver(ema.variables_to_restore())``'s keys beside a second EMA object's averages
     restored with ``--ema-name``. Copied beside the restored variables, without the ``.meta``
     whose save op proves what they hold, they would be read as averages
-    (review-20-attack-r50 F8)."""
+    (review-20-attack-r50 F8). ``kept``: the keys of the variables the name filters left out
+    of the map (:attr:`~ckpt_tools.ema_result.EmaMap.filtered_averages`), copied as they are:
+    a Saver restoring ``model/W`` from ``model/W/fast`` keeps it there, with the ``.meta``
+    that says so (``--exclude model/W``: review-32-attack-r117 F5)."""
     used = {k for t, s in source_of.items() if s != t for k in (t, s)}  # t: s = t copies
+    used |= set(kept)
     return {k: t for k, t in raw_named_keys(ckpt).items() if k not in used}
 
 

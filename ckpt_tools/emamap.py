@@ -10,13 +10,13 @@ the keys alone.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 
 from . import roles as R
 from .checkpoint import Checkpoint
 from .crossed_unpaired import refuse_crossed_unpaired
 from .ema_apply_order import paired_variables, refuse_apply_order
+from .ema_filters import left_out, rescope, restored_name, selected_by, selected_pairs
 from .ema_map_steps import (
     pair_by_names,
     pair_through_save_op,
@@ -25,7 +25,6 @@ from .ema_map_steps import (
     unaveraged_weights,
 )
 from .ema_missing import refuse_orphans
-from .ema_names import role_from_name
 from .ema_objects import refuse_named_both
 from .ema_refusals import UnprovenPairingError as UnprovenPairingError  # re-exported
 from .ema_refusals import require_keras
@@ -38,7 +37,7 @@ from .keras_detached import detached_copies
 from .keras_unstepped import refuse_unstepped_tf2
 from .parts_apart import refuse_parts_apart
 from .raw_reasons import NOT_FLOAT, expected_raw
-from .rescope_clash import refuse_object_rescope, refuse_rescope_clash, scope_prefix
+from .rescope_clash import refuse_object_rescope, refuse_rescope_clash
 from .save_op import named_pairs_unproven
 from .saved_keys import refuse_renamed_keys
 from .saved_swaps import pairs_through_save_op
@@ -69,16 +68,6 @@ def proven_pairs(checkpoint: str | os.PathLike | Checkpoint, *, ema_name: str | 
                 non_averaged=DROP, slots=KEEP, allow_missing=True, **statements)
     unstored = set(m.missing)  # allow_missing leaves these only where not one is stored
     return {t: s for s, t in m.pairs if s != t and t not in unstored}
-
-
-def match_any(name: str, patterns: list[str] | None) -> bool:
-    return any(fnmatch.fnmatchcase(name, p) for p in patterns or ())
-
-
-def rescope(key: str, strip_scope: str | None, add_scope: str | None) -> str:
-    if strip_scope and key.startswith(scope_prefix(strip_scope)):
-        key = key[len(scope_prefix(strip_scope)):]
-    return (add_scope or "") + key
 
 
 def ema_map(
@@ -216,6 +205,13 @@ def ema_map(
         return join_maps(ckpt.path, names, maps, keep_raw=non_averaged == KEEP,
                          allow_missing=allow_missing)
     ema_name = names[0] if names else None
+
+    def named(key: str) -> str | None:  # the variable the save op restores from key (r117 F5)
+        return restored_name(ckpt, key) if use_meta and (include or exclude) else None
+
+    def out(src: str, tgt: str) -> bool:  # whether the name filters leave the pair out
+        return left_out(src, tgt, include, exclude, named(tgt))
+
     assumed: list = []
     asked = False
     try:
@@ -238,8 +234,7 @@ def ema_map(
             asked = True  # refused below, once the file's own pairing is proven
         variables = paired_variables(ckpt, apply_order, ema_name)
         # <v>/N/<s> under N's shadow: an EMA of an EMA or a weight? (review-22-attack-r63 F1)
-        refuse_under_shadows(ckpt, variables, ema_name, lambda k: left_out(k, k, include,
-                                                                           exclude))
+        refuse_under_shadows(ckpt, variables, ema_name, lambda k: out(k, k))
         variables = stated_slashed_shadows(ckpt, variables, ema_name,
                                            apply_order)  # --ema-name ema/slow
         # keys that are not their variables' names: paired through the .meta's save op, or
@@ -257,16 +252,16 @@ def ema_map(
             refuse_orphans(ckpt, variables)
             refuse_unpaired(ckpt, variables, ema_name, apply_order, style)
             paired = pair_by_names(ckpt, variables, ema_name, use_meta, style, allow_missing,
-                                   lambda s, t: left_out(s, t, include, exclude))
+                                   out)
         else:  # a renamed Saver's keys: the graph's rules through its save op (r45 F2)
             paired = pair_through_save_op(ckpt, variables, translated, ema_name, use_meta,
                                           allow_missing,
-                                          lambda s, t: left_out(s, t, include, exclude))
+                                          out)
         pairs, missing, not_saved, source = (paired.pairs, paired.missing, paired.not_saved,
                                              paired.source)
         # a weight left raw beside a stored average carrying the name read (r86 F2, F10)
         refuse_left_beside_named(ckpt, ema_name, pairs, missing, use_meta,
-                                 lambda t: not left_out(t, t, include, exclude))
+                                 lambda t: not out(t, t))
         # a partitioned variable whose parts a Saver wrote under keys of their own: no
         # average, and no raw value, of it is stored (review-25-user-u27 F1)
         refuse_parts_apart(ckpt, [*missing, *(t for s, t in pairs if s == t)])
@@ -298,7 +293,7 @@ def ema_map(
     mapping, kept, averaged, raw, dropped = selected_pairs(
         variables, pairs, missing_set, allow_missing=allow_missing, non_averaged=non_averaged,
         slots=slots, include=include, exclude=exclude, strip_scope=strip_scope,
-        add_scope=add_scope)
+        add_scope=add_scope, named=named)
     refuse_rescope_clash(ckpt.path, ((t if t in missing_set else s, t,  # no average: raw
                                       rescope(t, strip_scope, add_scope)) for s, t in kept),
                          strip_scope)
@@ -321,79 +316,15 @@ def ema_map(
             and variables[t].dtype not in R._FLOAT}}, assumed=_warned(ckpt, assumed),
         held=held or {}, filtered_averages=tuple(
             t for s, t in pairs if s != t and t not in missing_set and s in variables
-            and left_out(s, t, include, exclude)),
+            and out(s, t)),
         filtered_sources=tuple(s for s, t in pairs if s != t and t not in missing_set
-                               and s in variables and left_out(s, t, include, exclude)),
+                               and s in variables and out(s, t)),
         # a glob selects a pair by its target or by the key its value IS read from: a
         # missing average's key (not stored, nothing reads it) selects nothing, else
         # join_maps dropped the weight under every name (review-28-attack-r101 F3)
         excluded=tuple(t for s, t in pairs if selected_by(
-            exclude, t, s if t not in missing_set and s in variables else None)))
-
-
-def left_out(src: str, tgt: str, include: list[str] | None,
-             exclude: list[str] | None) -> bool:
-    """Whether the ``include``/``exclude`` globs leave the pair ``(src, tgt)`` out of a map.
-    One rule for every filter (:func:`selected_by`): a glob selects the pair where it matches
-    its target or the key its value is read from, so ``--exclude W/ExponentialMovingAverage``
-    leaves out the ``W`` read from that key (review-26-attack-r92 F3)."""
-    return not selected_by(include, tgt, src, default=True) or selected_by(exclude, tgt, src)
-
-
-def selected_by(globs: list[str] | None, name: str, key: str | None = None, *,
-                default: bool = False) -> bool:
-    """Whether a filter's ``globs`` select an output: one matches its exported ``name`` or
-    the ``key`` its value is read from (an average's key, for a weight written from it).
-
-    Returns:
-        `bool`: ``default`` where no glob is given."""
-    if not globs:
-        return default
-    return match_any(name, globs) or (key is not None and key != name
-                                      and match_any(key, globs))
-
-
-def selected_pairs(variables, pairs: list[tuple[str, str]], missing_set: set[str], *,
-                   allow_missing: bool, non_averaged: str, slots: str,
-                   include: list[str] | None, exclude: list[str] | None,
-                   strip_scope: str | None, add_scope: str | None,
-                   ) -> tuple[dict[str, str], list[tuple[str, str]], list[str], list[str],
-                              list[str]]:
-    """Filters :func:`ema_map`'s ``pairs`` by its options: a missing average's weight raw
-    where ``allow_missing``, raw pairs (``non_averaged``) and slots (``slots``) kept or
-    dropped, ``include``/``exclude`` globs, targets rewritten by ``strip_scope``/``add_scope``.
-
-    Returns:
-        ``(mapping, kept, averaged, raw, dropped)``: source key -> rewritten target, the kept
-        ``(source, target)`` pairs, the kept targets read from an average and raw, and the
-        dropped targets.
-    """
-    mapping: dict[str, str] = {}
-    kept: list[tuple[str, str]] = []
-    averaged, raw, dropped = [], [], []
-    for src, tgt in pairs:
-        role = variables[tgt].role if tgt in variables else role_from_name(tgt)
-        # a missing average's key (not stored, nothing reads it) selects nothing, as for
-        # EmaMap.excluded: --exclude '*slow*' dropped V, whose slow average V/slow is not
-        # stored, rather than refusing it as missing or keeping it raw (s28h "Left")
-        read = src if tgt not in missing_set and src in variables else tgt
-        out = left_out(read, tgt, include, exclude)
-        if src != tgt and tgt in missing_set and allow_missing:
-            src = tgt
-        keep = True
-        if src == tgt and non_averaged == DROP:
-            keep = False
-        if role == R.OPTIMIZER_SLOT and slots == DROP:
-            keep = False
-        if out:
-            keep = False
-        if not keep:
-            dropped.append(tgt)
-            continue
-        mapping[src] = rescope(tgt, strip_scope, add_scope)
-        kept.append((src, tgt))
-        (averaged if src != tgt else raw).append(tgt)
-    return mapping, kept, averaged, raw, dropped
+            exclude, t, s if t not in missing_set and s in variables else None,
+            variable=named(t))))
 
 
 def _warned(ckpt: Checkpoint, assumed: list) -> tuple[str, ...]:

@@ -258,7 +258,8 @@ def _stream_to_url(ckpt: Checkpoint, directory: str, name: str | None, overwrite
     meta = meta_src is not None and not (strip or add)
     warnings = [] if meta or not meta_src else [
         "keys were re-scoped, so the .meta graph (which uses the old names) was not copied"]
-    raw = raw_left_out(ckpt.with_meta(map_options.get("use_meta", True)), source_of)
+    raw = raw_left_out(ckpt.with_meta(map_options.get("use_meta", True)), source_of,
+                       m.filtered_averages)
     if raw:  # not written (review-20-attack-r50 F8), nor the .meta whose Saver restores them
         warnings.append(raw_named_warning(raw, graph_named(ckpt), meta))
         meta = False

@@ -90,6 +90,7 @@ def raw_holds_fast(name):
                 s.run(step)
                 saver.save(s, f"{out}/{name}/model.ckpt", global_step=i)
                 for k, x in (("W", w), ("V", v)):
+                    truth[f"{name}:{i}:raw:model/{k}"] = s.run(x)
                     for o, e in (("fast", fast), ("slow", slow)):
                         truth[f"{name}:{i}:{o}:model/{k}"] = s.run(e.average(x))
 
@@ -265,3 +266,27 @@ def test_no_meta_over_an_own_graph_crossing_ema_objects_is_refused(made, tmp_pat
     if cmd == "export":
         code, _, err = run_cli([*args, "--raw", "--no-meta", "--out", str(tmp_path / "r.npz")])
         assert code == 0 and "other EMA objects' averages" in " ".join(err.split()), err
+
+
+@pytest.mark.parametrize("option", ["--exclude", "--grep"])
+def test_filters_select_a_variable_its_saver_restores_from_another_key(made, tmp_path, tf,
+                                                                       option):
+    """review-32-attack-r117 F5: the Saver restores ``model/W`` from key ``model/W/fast`` (key
+    ``model/W`` holds fast's average), so slow's map targets ``model/W/fast``: ``--exclude
+    model/W`` (the variable's name) still wrote slow's average over W (raw asked, exit 0) and
+    ``--grep model/W`` selected nothing (exit 3). The filters match the variable the target
+    key restores: excluded, W's keys are copied as they are (the .meta saying what they hold);
+    selected, W alone gets slow's average."""
+    out, truth = made
+    code, _, err = run_cli(["restore-ema", str(out / "raw_holds_fast/model.ckpt-2"),
+                            "--ema-name", "slow", option, "model/W", "--out", str(tmp_path / "r")])
+    assert code == 0, err
+    reader = tf.train.load_checkpoint(str(tmp_path / "r/model.ckpt-2"))
+    got = {k: reader.get_tensor(k) for k in ("model/W", "model/W/fast", "model/V")}
+    w, v = ("raw", "slow") if option == "--exclude" else ("slow", "raw")
+    # the graph's Saver restores W from model/W/fast; a plain Saver() reads model/W
+    np.testing.assert_array_equal(got["model/W/fast"], truth[f"raw_holds_fast:2:{w}:model/W"])
+    np.testing.assert_array_equal(got["model/W"], truth[
+        f"raw_holds_fast:2:{'fast' if w == 'raw' else w}:model/W"])
+    np.testing.assert_array_equal(got["model/V"], truth[f"raw_holds_fast:2:{v}:model/V"])
+
