@@ -306,20 +306,35 @@ def test_kill_9_at_every_rename_of_export_force(run, tmp_path, to):
 
 
 # -- concurrent writers to one --out: exactly one wins ---------------------------------------
+def _publish_call(argv, out: Path, tmp_path) -> int:
+    """The 1-based number of the writers' test hook call (``_write.pause_point``, wherever
+    it was imported) at the rename that publishes ``out``, counted by the same command run
+    in-process into a copy of ``out``'s situation (an empty directory there or nothing)."""
+    from ckpt_tools.formats import _write, remote_stream, remote_write, staged_dir
+
+    dry = tmp_path / "dry" / out.parent.name / out.name
+    dry.parent.mkdir(parents=True)
+    if out.is_dir():
+        dry.mkdir()
+    calls: list[str] = []
+    with pytest.MonkeyPatch.context() as patch:
+        for module in (_write, remote_stream, remote_write, staged_dir):
+            patch.setattr(module, "pause_point", calls.append)
+        r = ckpt(*[str(dry) if a == str(out) else a for a in argv])
+    assert r.returncode == 0, r.stderr
+    shutil.rmtree(tmp_path / "dry")
+    return next(i for i, what in enumerate(calls, 1) if f"> {dry}" in what or "exchange" in what)
+
+
 def _paused_at_publish(argv, out: Path, tmp_path) -> subprocess.Popen:
-    for n in range(1, 40):
-        flag = tmp_path / f"pub-{n}"
-        proc, what = start_paused(argv, n, flag)
-        assert what is not None, "never reached the publishing rename"
-        if f"> {out}" in what or "exchange" in what:
-            proc.flag = flag  # type: ignore[attr-defined]
-            return proc
-        proc.kill()
-        proc.wait(timeout=30)
-        for p in out.parent.iterdir():
-            if p.name.startswith("."):
-                shutil.rmtree(p)
-    raise AssertionError("no publishing rename")
+    # one child, paused at the call the in-process run counted (not one child per rename
+    # before it, each started, paused and killed)
+    flag = tmp_path / "pub"
+    proc, what = start_paused(argv, _publish_call(argv, out, tmp_path), flag)
+    assert what is not None, "never reached the publishing rename"
+    assert f"> {out}" in what or "exchange" in what, what
+    proc.flag = flag  # type: ignore[attr-defined]
+    return proc
 
 
 @pytest.mark.parametrize("existing", [False, True], ids=["new-out", "existing-empty-out"])
