@@ -4,7 +4,8 @@ counters and scopes), whether the file proves that none of a variable's averages
 object's (:func:`not_stated`, so the variable is left raw as ``variables_to_restore()`` leaves
 it), TF1's uniquified twins ``W/<name>_N`` an ``apply()`` of the stated name is shown writing
 (:func:`named_twins`), and the refusals of a name that fits two objects or none
-(:func:`refuse_twins`, :func:`refuse_both`, :func:`accepted_names`). Used by
+(:func:`refuse_twins`, :func:`refuse_both`, :func:`refuse_mixed_attribute`,
+:func:`accepted_names`). Used by
 :func:`ckpt_tools.ema_names.choose_averages`.
 """
 
@@ -256,6 +257,47 @@ def _both_offers(ckpt: Checkpoint, of: dict[str, str], holder: dict[str, str],
                                                             else ""))
                     break
     return list(dict.fromkeys(out))
+
+
+def refuse_mixed_attribute(ckpt: Checkpoint, ema_name: str, shadows: dict[str, list[str]],
+                           suffix: dict[str, str], held: dict[str, str]) -> None:
+    """Refuses ``--ema-name ATTR`` where the attribute ``ATTR`` holds averages written under
+    two or more EMA names: one ``ExponentialMovingAverage`` writes one name (``<v>/fast``, TF's
+    ``_N`` aside), so ``ema=[fast(w), fast(b), slow(c)]`` holds two objects' averages, and
+    taking them all gave a model mixed from both, exit 0 (review-32-attack-r118 F1). Two
+    default-named objects (``ExponentialMovingAverage``, ``_1``) write one name: the file
+    cannot tell them apart, and they are not refused here.
+
+    Raises:
+        UnprovenPairingError: (exit 6) naming the attribute and the names, and each name
+            that, run, is accepted (``--ema-name``), or that none is (no option).
+    """
+    under = sorted(c for cs in shadows.values() for c in cs if held.get(c) == ema_name)
+    bases = sorted({suffix_base(suffix.get(c, "")) for c in under} - {""})
+    if len(bases) < 2:
+        return
+    paths = ckpt.objects.paths
+    # each name offered is run first, with --allow-missing where it needs it: 'slow' was
+    # offered where it is refused, reading two ways (review-32-attack-r118 F2)
+    from .offer_probe import option_text, takes, works  # they run the map: imported late
+
+    offers = []
+    for b in bases[:4]:
+        allow = next((a for a in (False, True) if works(ckpt, b, (), a)), None)
+        if allow is not None:
+            said = takes(ckpt, b, allow)
+            offers.append(option_text(b, (), allow) + (f" (it takes {said})" if said else ""))
+    first = {b: next(paths.get(c, c) for c in under if suffix_base(suffix.get(c, "")) == b)
+             for b in bases}
+    raise UnprovenPairingError(
+        f"{ckpt.path}: the attribute {ema_name!r} (--ema-name; Python: ema_name=) holds "
+        f"averages written under {len(bases)} EMA names ("
+        + ", ".join(f"{b}: {first[b]}" for b in bases)
+        + "): one ExponentialMovingAverage writes one name, so these are several objects' "
+        "averages, and taking them all would mix them; " + (
+            f"pass {' or '.join(offers)}" if offers else "no --ema-name decides (--ema-name "
+            f"{' or --ema-name '.join(bases[:4])} is refused, with --allow-missing too)"),
+        option="--ema-name" if offers else None)
 
 
 def accepted_names(ckpt: Checkpoint, found: list[str], named: list[str] = ()) -> str:

@@ -16,6 +16,7 @@ from .ema_name_stated import (
     named_twins,
     not_stated,
     refuse_both,
+    refuse_mixed_attribute,
     refuse_twins,
     stated_names,
 )
@@ -318,36 +319,6 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
             f"{ckpt.path}: none of its averages is kept under the EMA name {ema_name!r} "
             f"(--ema-name; Python: ema_name=); it holds {kept}")
     return chosen
-
-
-def refuse_mixed_attribute(ckpt: Checkpoint, ema_name: str, shadows: dict[str, list[str]],
-                           suffix: dict[str, str], held: dict[str, str]) -> None:
-    """Refuses ``--ema-name ATTR`` where the attribute ``ATTR`` holds averages written under
-    two or more EMA names: one ``ExponentialMovingAverage`` writes one name (``<v>/fast``, TF's
-    ``_N`` aside), so ``ema=[fast(w), fast(b), slow(c)]`` holds two objects' averages, and
-    taking them all gave a model mixed from both, exit 0 (review-32-attack-r118 F1). Two
-    default-named objects (``ExponentialMovingAverage``, ``_1``) write one name: the file
-    cannot tell them apart, and they are not refused here.
-
-    Raises:
-        UnprovenPairingError: (exit 6, ``--ema-name``) naming the attribute and the names.
-    """
-    under = sorted(c for cs in shadows.values() for c in cs if held.get(c) == ema_name)
-    bases = sorted({suffix_base(suffix.get(c, "")) for c in under} - {""})
-    if len(bases) < 2:
-        return
-    paths = ckpt.objects.paths
-    first = {b: next(paths.get(c, c) for c in under if suffix_base(suffix.get(c, "")) == b)
-             for b in bases}
-    raise UnprovenPairingError(
-        f"{ckpt.path}: the attribute {ema_name!r} (--ema-name; Python: ema_name=) holds "
-        f"averages written under {len(bases)} EMA names ("
-        + ", ".join(f"{b}: {first[b]}" for b in bases)
-        + "): one ExponentialMovingAverage writes one name, so these are several objects' "
-        "averages, and taking them all would mix them; pass the name of the object you want ("
-        + " or ".join(f"--ema-name {b}" for b in bases)
-        + "), with --allow-missing where it saved no average of some variables",
-        option="--ema-name")
 
 
 def refuse_uneven(ckpt: Checkpoint, shadows: dict[str, list[str]], suffix: dict[str, str],
