@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from . import roles as R
+from .errors import UnprovenPairingError
 from .formats._record import replace
 from .formats.entry import TensorEntry
 from .formats.objgraph import ObjectGraph
@@ -71,6 +72,9 @@ def stated_held_shadows(ckpt, variables: dict, ema_name: str | None,
              and k in variables and variables[k].role == R.WEIGHT}
     if not found:
         return variables
+    refuse_sub_module_held(ckpt, variables, {k: found[k] for k in sorted(found)
+                                              if not beside(ckpt.objects, k, found[k])},
+                           ema_name)
     pairing = None
     if any(len(heads) > 1 for heads in found.values()):
         from .object_roles import pair_object_shadows  # it builds on this module's twins
@@ -88,6 +92,66 @@ def stated_held_shadows(ckpt, variables: dict, ema_name: str | None,
                          ema_candidates=())
         out[of] = replace(out[of], ema=k)
     return out
+
+
+def _held_by(objects: ObjectGraph) -> dict[str, frozenset[int]]:
+    """Variable key -> the ids of the objects that track it directly (cached on ``objects``)."""
+    cached = objects.__dict__.get("_held_by")
+    if cached is None:
+        out: dict[str, set[int]] = {}
+        for node, kids in objects.children.items():
+            for _local, kid in kids:
+                key = objects.node_keys.get(kid)
+                if key is not None:
+                    out.setdefault(key, set()).add(node)
+        cached = objects.__dict__["_held_by"] = {k: frozenset(v) for k, v in out.items()}
+    return cached
+
+
+def beside(objects: ObjectGraph, key: str, heads) -> bool:
+    """Whether an object that tracks ``key`` directly also tracks one of ``heads`` (the
+    variables ``key`` is named like an average of): a module keeping its averages as its
+    own attributes beside its weights (``enc.w_avg = fast.average(enc.w)``,
+    ``Checkpoint(block)`` with ``block.w_avg``). A key tracked only by a sub-module
+    (``m.sub.d`` named ``w/fast`` beside ``m.w``) is not: a sub-module named like a weight
+    names its own variables so (review-32-attack-r118 F3)."""
+    held = _held_by(objects)
+    mine = held.get(key, frozenset())
+    return any(mine & held.get(h, frozenset()) for h in heads)
+
+
+def refuse_sub_module_held(ckpt, variables: dict, apart: dict, ema_name: str) -> None:
+    """Refuses a stated ``ema_name`` that would read a model-tracked variable as an average
+    where only a sub-module tracks it (``apart``: key -> the variables it is named like an
+    average of; not :func:`beside` any of them): ``m.sub.d``, a weight of a sub-module ``w``
+    (``w/fast``), and ``m.sub.d = fast.average(m.w)`` write the same file, and ``--ema-name
+    fast`` (true: the EMA's name) exported that weight's raw value as ``m.w``'s average,
+    exit 0, the split refusal's ``--exclude`` offers too (review-32-attack-r118 F3).
+
+    Raises:
+        UnprovenPairingError: (exit 6, no option decides) naming the key, the object tracking
+            it and the variable it is named after.
+    """
+    if not apart:
+        return
+    k, heads = next(iter(apart.items()))
+    paths, full = ckpt.objects.paths, ckpt.objects.full_names
+
+    def show(key: str) -> str:
+        return getattr(variables.get(key), "path", None) or paths.get(key) or key
+
+    more = f" (and {len(apart) - 1} more)" if len(apart) > 1 else ""
+    whose = " or ".join(show(h) for h in heads[:2])
+    holder = show(k).rpartition("/")[0] or "the root"
+    raise UnprovenPairingError(
+        f"{ckpt.path}: --ema-name {ema_name}: {show(k)} ({full.get(k, k)}){more} is named "
+        f"like {whose}'s average under an EMA named {ema_name!r}, but it is a variable the "
+        f"model itself tracks, in the sub-module {holder}, not beside {whose}: a sub-module "
+        "named like a weight names its own variables so, and nothing recorded tells one from "
+        "an average kept in a sub-module (m.sub.d = ema.average(m.w)), so no --ema-name "
+        f"reads it as an average; to export averages, save them apart from the model "
+        "(tf.train.Checkpoint(model=m, ema=[ema.average(v) ...])); ckpt export --raw writes "
+        "the stored tensors as they are", None, {k: tuple(heads)})
 
 
 #: Starts the hint for a model-tracked twin of a weight that has an average (r34 F1).
@@ -164,6 +228,12 @@ def held_hint(ckpt, variables: dict, missing) -> str | None:
                 f"delta), or {whose} under {base!r} averaged again by a {again} "
                 f"{EMA_OF_EMA}, which the file does not tell "
                 f"apart (--ema-name {base} is refused so; --raw writes {show(k)} as stored)")
+    if not beside(ckpt.objects, k, read[k].heads):  # no --ema-name reads it (r118 F3)
+        return (f"{show(k)}{more} is named like {whose} under an EMA named {base!r} "
+                f"({ckpt.objects.full_names[k]}), but{HELD_OWN}, in the sub-module "
+                f"{show(k).rpartition('/')[0] or 'the root'}, so it is read as a weight: a "
+                "sub-module named like a weight names its own variables so, and no "
+                "--ema-name reads it as an average")
     return (f"{show(k)}{more} is named like {whose} under an EMA named {base!r} "
             f"({ckpt.objects.full_names[k]}), but{HELD_OWN}, so it is read as a weight: pass "
             f"--ema-name {base} (ema_name={base!r} in Python) only if that is the name you "

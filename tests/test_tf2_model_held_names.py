@@ -129,3 +129,40 @@ def test_model_held_average_of_a_stated_name(tf, tmp_path):
     result = _export(d, out, "--ema-name", "r33fast")
     assert result.exit_code == 0, result.output
     _same(out, {"model/w0": m.a0.numpy(), "model/w1": m.a1.numpy()})
+
+
+def test_a_sub_module_weight_named_like_an_average_is_never_one(tf, tmp_path):
+    """review-32-attack-r118 F3: ``m.sub.d``, a weight of the model named ``w/fast`` (a
+    sub-module named like a weight names its variables so), beside ``m.w`` and an EMA truly
+    named ``fast`` over ``w``, ``b``. ``--ema-name fast --allow-missing`` (saved without
+    averages) and the split refusal's ``--ema-name fast --exclude model/b`` (``b``'s average
+    saved apart) exported d's raw value as w's average, exit 0. The file cannot tell it from
+    ``m.sub.d = fast.average(m.w)``: refused, and the hint offers no ``--ema-name``. Names are
+    this test's own (TF2 counts them across the process)."""
+    m = tf.Module()
+    m.w = tf.Variable(tf.random.stateless_normal([3], [3, 2]), name="s32i3_w")
+    m.b = tf.Variable(tf.random.stateless_normal([3], [3, 3]), name="s32i3_b")
+    m.sub = tf.Module()
+    m.sub.d = tf.Variable(tf.random.stateless_normal([3], [3, 4]), name="s32i3_w/s32i3f")
+    fast = tf.train.ExponentialMovingAverage(0.5, name="s32i3f")
+    for s in range(3):
+        for v in (m.w, m.b, m.sub.d):
+            v.assign_add(tf.ones_like(v) * (s + 1))
+        fast.apply([m.w, m.b])
+    assert fast.average(m.w).name == m.sub.d.name == "s32i3_w/s32i3f:0"
+    # what the reading exported as w's average is no average of w at all
+    assert fast.average(m.w).numpy().tobytes() != m.sub.d.numpy().tobytes()
+    bare, apart, out = tmp_path / "bare", tmp_path / "apart", tmp_path / "x.npz"
+    tf.train.Checkpoint(model=m).write(str(bare / "ckpt"))
+    tf.train.Checkpoint(model=m, ema=[fast.average(m.b)]).write(str(apart / "ckpt"))
+    result = _export(bare, out)
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 6 and "no --ema-name reads it as an average" in said, said
+    assert "pass --ema-name" not in said, said
+    for d, args in ((bare, ["--allow-missing"]), (bare, []), (apart, []),
+                    (apart, ["--exclude", "model/b"]), (apart, ["--allow-missing"])):
+        result = _export(d, out, "--ema-name", "s32i3f", *args)
+        said = " ".join(result.stderr.split())
+        assert result.exit_code == 6 and not out.exists(), (d.name, args, said)
+        assert "a variable the model itself tracks, in the sub-module model/sub" in said, said
+        assert "--exclude" not in said, said
