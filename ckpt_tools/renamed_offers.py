@@ -82,3 +82,32 @@ def evaluation_resave_offer(ckpt: Checkpoint, keys) -> str:
             "open_checkpoint(path, meta=False, averages_only=True)"
             f"{', exclude=[...]' if never else ''}), which reads them by their "
             f"names{raw}")
+
+
+def in_graph_offer(ckpt: Checkpoint, ema_name: str | None) -> str:
+    """What a refused renamed Saver's keys leave to the graph imported from the ``.meta``:
+    :func:`ckpt_tools.restore_ema` where its map of the graph's own variables accepts them
+    (probed: it was offered where it refused the same way, a Saver crossing two EMA objects'
+    averages: review-32-attack-r117 F7), else the graph's own Saver, which restores each key
+    into the variable it was saved from (no option of ckpt decides).
+
+    Returns:
+        `str`: a clause to append after "ckpt does not translate such keys".
+    """
+    import warnings
+
+    from .emamap import ema_map  # late: the map imports the module that refuses
+    from .errors import CheckpointError
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a probe says nothing
+            ema_map(ckpt, ema_name=ema_name, in_graph=True, slots="keep", non_averaged="keep")
+    except CheckpointError:
+        return ("; no option of ckpt decides: in the graph imported from the .meta its own "
+                "Saver (tf.compat.v1.train.import_meta_graph(...).restore(sess, path)) "
+                "restores each key into the variable it was saved from, the averages into "
+                "ema.apply()'s shadow variables")
+    said = "" if ema_name is None else f", ema_name={ema_name!r}"
+    return (": restore the averages in the graph imported from the .meta "
+            f"(ckpt_tools.restore_ema(sess, path{said})), which pairs the graph's variables")

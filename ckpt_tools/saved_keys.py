@@ -347,7 +347,7 @@ def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False,
                 + ("; --allow-missing writes raw the variables it does not average"
                    if any(o.endswith("--allow-missing") for o in offers) else ""),
                 "--ema-name", undecided)
-    from .renamed_offers import evaluation_resave_offer
+    from .renamed_offers import evaluation_resave_offer, in_graph_offer
 
     resaved = "" if in_graph else evaluation_resave_offer(ckpt, [
         k for k in renamed if k not in variables or variables[k].role not in _UNPAIRED])
@@ -355,8 +355,7 @@ def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False,
         head + ": a Saver(var_list=dict) whose keys are not its variables' names; pairing "
         "averages with keys by name would use another variable's average or a raw weight, "
         "and ckpt does not translate such keys"
-        + ("" if in_graph else ": restore the averages in the graph imported from the .meta "
-           "(ckpt_tools.restore_ema(sess, path)), which pairs the graph's variables") + resaved,
+        + ("" if in_graph else in_graph_offer(ckpt, ema_name)) + resaved,
         None, undecided)
 
 

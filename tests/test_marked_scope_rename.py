@@ -290,3 +290,22 @@ def test_filters_select_a_variable_its_saver_restores_from_another_key(made, tmp
         f"raw_holds_fast:2:{'fast' if w == 'raw' else w}:model/W"])
     np.testing.assert_array_equal(got["model/V"], truth[f"raw_holds_fast:2:{v}:model/V"])
 
+
+def test_a_saver_crossing_two_objects_offers_no_call_that_refuses_too(made, tmp_path, tf):
+    """review-32-attack-r117 F7: the refusal of a Saver writing ``model/W/fast`` from slow's
+    average offered ``ckpt_tools.restore_ema(sess, path)`` in the imported graph, which
+    raised the same refusal. It offers no such call now; the graph's own Saver it names
+    does restore each average into its shadow variable (TensorFlow's truth)."""
+    out, truth = made
+    path = str(out / "objects_crossed/model.ckpt-3")
+    code, _, err = run_cli(["export", path, "--ema-name", "fast", "--out",
+                            str(tmp_path / "o.npz")])
+    said = " ".join(err.split())
+    assert code == 6 and "restore_ema(" not in said and "no option of ckpt decides" in said, err
+    v1 = tf.compat.v1
+    with tf.Graph().as_default(), v1.Session() as sess:
+        v1.train.import_meta_graph(path + ".meta").restore(sess, path)
+        shadows = {v.op.name: v for v in v1.global_variables()}
+        for key in ("model/W", "model/V"):
+            got = sess.run(shadows[f"{key}/fast"])  # fast's shadow variable
+            np.testing.assert_array_equal(got, truth[f"objects_crossed:3:fast:{key}"])
