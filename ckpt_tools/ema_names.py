@@ -216,7 +216,11 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
     counted_only = (counted_apart(shadows, suffix, ema_name, given)
                     if tf2 and ema_name is not None else set())
     if tf2 and ema_name is not None and ema_name in attrs and ema_name not in families:
-        refuse_mixed_attribute(ckpt, ema_name, shadows, suffix, held)
+        # a Keras optimizer's averages (use_ema=True) each carry their own name: one
+        # optimizer's, never several objects' (tests/test_apply_root.py)
+        refuse_mixed_attribute(ckpt, ema_name, {t: [c for c in cs if variables[c].ema_style
+                                                     != "keras"] for t, cs in shadows.items()},
+                               suffix, held)
     for target, cands in shadows.items():
         picked = cands
         if ema_name is not None:
