@@ -16,14 +16,13 @@ from __future__ import annotations
 import hashlib
 import io
 import struct
-import subprocess
-import sys
 import textwrap
 import zipfile
 
 import h5py
 import numpy as np
 import pytest
+from _tf_runner import run_python
 from helpers import (
     FIXTURES,
     hdf5_then_zip,
@@ -284,8 +283,8 @@ def test_real_model_rezipped_at_level_9_is_read(tmp_path):
         back = keras.saving.load_model(f"{{out}}/z9.keras")  # Keras loads it
         assert all(np.array_equal(a, b) for a, b in zip(back.get_weights(), m.get_weights()))
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=300)
+    # its own process, forked from the tests' TensorFlow fork server (Keras imported there)
+    proc = run_python(["-c", script], timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     z9 = tmp_path / "z9.keras"
     with zipfile.ZipFile(z9) as zf:  # past the old cap: the case itself
