@@ -299,7 +299,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
             ckpts, prefix, source_of, to_average, progress, stage.shown,
             average_mark(ckpts, carry, unknown, bake, newest.with_meta(use_meta), unread,
                          bake and rewrites_misleading(newest.with_meta(use_meta), source_of,
-                                                      to_average), source_of))
+                                                      to_average), source_of, to_average))
         carried: list[str] = []
         records: list[str | None] = []
         if saved_model:
@@ -337,7 +337,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
 def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
                  copied: Checkpoint | None = None, unread: str | None = None,
                  rewritten: bool = False,
-                 source_of: dict[str, str] | None = None) -> dict | None:
+                 source_of: dict[str, str] | None = None, averaged=None) -> dict | None:
     """The mark (:mod:`~ckpt_tools.tools_mark`) the average of ``ckpts`` carries inside its
     bundle: the doubting graphs ``carry`` (or the inputs whose graphs are ``unknown``) beside
     its inputs, which the sidecar record and carried copies lose with any rename or copy of
@@ -355,7 +355,8 @@ def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
     the inputs' carried ``names_doubted`` neither, where each was read through the graph its
     mark records and every key of the output (``source_of``: key -> the key averaged into
     it) holds by it what its name says (:func:`~ckpt_tools.doubt_lifted.carried_disproved`:
-    review-31-attack-r114 F1).
+    review-31-attack-r114 F1). ``averaged``: the keys the output averages (the others are
+    the newest input's), for :func:`~ckpt_tools.own_graph_mark.bakes_over`.
 
     Returns:
         `dict`, or ``None`` where there is nothing to say.
@@ -389,11 +390,12 @@ def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
     # by bytes, where it was read for the pairing; none: no input's digest is kept
     graph = None if copied is None or copied.meta_unread else (
         copied.location.meta_path or copied.location.saved_model)
-    from .own_graph_mark import several_objects
+    from .own_graph_mark import bakes_over
 
     return graph_written(mark, graph_digest(graph) if graph and names_doubted(mark) else None,
                          carried=bool(carry),  # copies of the doubting graphs (carry_doubt)
-                         baked_over=bake and graph is not None and several_objects(copied))
+                         baked_over=bake and graph is not None and bakes_over(
+                             copied, source_of or {}, averaged or ()))
 
 
 def _write_average(ckpts, prefix, source_of, to_average, progress, shown, mark=None):

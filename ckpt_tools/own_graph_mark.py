@@ -18,9 +18,9 @@ import os
 from .errors import UnprovenPairingError
 from .formats._io import is_url
 
-__all__ = ["evaluation_resave", "graph_digest", "misleading_left", "names_mislead",
-           "own_graph_doubt", "refuse_foreign_graph", "renamed_keys", "rewrites_misleading",
-           "several_objects"]
+__all__ = ["bakes_over", "evaluation_resave", "graph_digest", "misleading_left",
+           "names_mislead", "own_graph_doubt", "refuse_foreign_graph", "renamed_keys",
+           "rewrites_misleading"]
 
 
 def names_mislead(ckpt) -> bool:
@@ -91,24 +91,46 @@ def _graph_tables(ckpt) -> tuple | None:
     return owner, suffixes, names
 
 
-def several_objects(ckpt) -> bool:
-    """Whether the TF1 checkpoint ``ckpt``'s own graph proves averages of more than one EMA
-    name (or an average not named ``<its variable>/<EMA name>``, whose name cannot be told).
-
-    A bake of one object's averages (restore-ema, ``average --ema --bake``) writes over the
-    keys a swapping Saver's graph says hold another object's (``model/W`` saved from
-    ``fast.average(W)``, rewritten with ``slow``'s): that graph, copied beside the output,
-    then reads ``slow``'s average as ``fast``'s, exit 0 (review-32-attack-r117 F1-F3). Its
-    digest is not recorded for such an output (:func:`~ckpt_tools.tools_mark.graph_written`).
+def bakes_over(ckpt, source_of: dict[str, str], averaged=None) -> bool:
+    """Whether a bake of the TF1 checkpoint ``ckpt`` (restore-ema, ``average --ema --bake``)
+    leaves under some key that ``ckpt``'s own graph says holds an average something else:
+    written (``source_of``: key -> the key whose value it gets) from a key the save op wrote
+    from another variable, or, for ``average`` (``averaged``: the keys it averages; ``None``
+    for restore-ema, which copies the others unchanged), copied from the newest input instead
+    of averaged. That graph, copied beside the output, would read it as the average it names:
+    slow's average of W written over ``model/W``, which the graph says holds fast's, read in
+    place as fast's (review-32-attack-r117 F1-F3). A key holding a variable raw now written
+    with an average is a bake's convention (its mark says so): EMA objects averaging disjoint
+    variables, their averages under crossed keys, bake over none (r117 F9).
 
     Returns:
-        `bool` (``False`` where the graph proves no average).
+        `bool`: ``True`` also where the graph cannot tell (no single save op wrote the keys,
+        a key written from several variables); ``False`` where no graph is read or it proves
+        no average.
     """
-    tables = _graph_tables(ckpt)
-    if tables is None:
+    from .save_op import graph_file
+
+    if graph_file(ckpt) is None:
         return False
-    names = {s[len(o) + 1:] if s.startswith(o + "/") else None for s, o in tables[0].items()}
-    return len(names) > 1 or None in names
+    read = _written(ckpt)
+    if read is None:
+        return True
+    written, tables = read[0], _graph_tables(ckpt)
+    if tables is None:  # no average proven: no key the graph says holds one
+        return False
+    owner, suffixes, _ = tables
+    for key, held in written.items():
+        src = source_of.get(key, key)
+        if src == key and (averaged is None or key in averaged):
+            continue  # as the save op wrote it (or the mean of it)
+        if len(held) != 1:
+            return True
+        (var,) = held
+        if owner.get(var) is None and not any(var.endswith("/" + x) for x in suffixes):
+            continue  # a variable's raw value: now its average, as every bake writes
+        if src == key or written.get(src) != held:
+            return True
+    return False
 
 
 def misleading_left(ckpt, source_of: dict[str, str], every: bool = False,

@@ -67,6 +67,7 @@ def two_objects(name, pre):
                 saver.save(s, f"{out}/{name}/model.ckpt", global_step=i)
                 for k, x in (("W", w), ("V", v)):
                     truth[f"{name}:{i}:fast:{pre}/{k}"] = s.run(fast.average(x))
+                    truth[f"{name}:{i}:slow:{pre}/{k}"] = s.run(slow.average(x))
 
 def raw_holds_fast(name):
     # review-32-attack-r117 F1-F3: only fast's average of W swapped with W; slow's plain
@@ -94,11 +95,37 @@ def raw_holds_fast(name):
                     for o, e in (("fast", fast), ("slow", slow)):
                         truth[f"{name}:{i}:{o}:model/{k}"] = s.run(e.average(x))
 
+
+def disjoint_cross(name):
+    # review-32-attack-r117 F9: fast averages W only, slow V only; each one's average saved
+    # under the other's name
+    with tf.Graph().as_default():
+        gs = tf1.train.get_or_create_global_step()
+        with tf1.variable_scope("model"):
+            w = tf1.get_variable("W", [2])
+            v = tf1.get_variable("V", [2], initializer=tf1.constant_initializer(0.3))
+        loss = tf.reduce_sum(tf.square(w * 2.0 + v - 1.0))
+        train = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
+        fast = tf1.train.ExponentialMovingAverage(0.5, name="fast")
+        slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
+        with tf.control_dependencies([train]):
+            step = tf.group(fast.apply([w]), slow.apply([v]))
+        saver = tf1.train.Saver({"global_step": gs, "model/W": w, "model/V": v,
+                                 "model/W/fast": slow.average(v),
+                                 "model/V/slow": fast.average(w)}, max_to_keep=None)
+        with trained(tf, step, 0) as s:
+            for i in (1, 2):
+                s.run(step)
+                saver.save(s, f"{out}/{name}/model.ckpt", global_step=i)
+                truth[f"{name}:{i}:model/W"] = s.run(fast.average(w))
+                truth[f"{name}:{i}:model/V"] = s.run(slow.average(v))
+
 run("renamed", False)
 run("crossed", True)
 two_objects("objects_crossed", "model")
 two_objects("objects_crossed_renamed", "net")
 raw_holds_fast("raw_holds_fast")
+disjoint_cross("disjoint_cross")
 '''
 NAMES = ("net/W", "net/V")
 
@@ -156,16 +183,24 @@ def _bake(run, how, ema_name, out):
 def test_a_bake_leaving_another_objects_average_under_a_name_is_marked(made, tmp_path, how):
     """restore-ema / average --ema --bake of the crossing Saver write each plain name from
     fast's average but leave ``net/W/fast`` holding slow's: its .index+.data copy is refused,
-    not read as fast's (review-31-attack-r114 F2, F3); the graph copied beside it, its
-    input's, describes keys the bake wrote over, so in place it is refused too
-    (review-32-attack-r117 F1-F3), its plain names holding fast's averages."""
+    not read as fast's (review-31-attack-r114 F2, F3). In place the graph copied beside it,
+    its input's, still says what each key holds: the bake wrote fast's averages over plain
+    names the graph says hold raw weights, never over a key it says holds an average, so each
+    object's averages read through it are TensorFlow's (c42bf78 refused it: review-32-attack-
+    r117 F9); its plain names hold fast's averages."""
     out, truth = made
     run = out / "objects_crossed_renamed"
     steps = (3,) if how == "restore-ema" else (3, 2)
     _bake(run, how, ("fast", 3, steps), tmp_path / "a")
-    code, _, err = run_cli(["export", str(tmp_path / "a/model.ckpt-3"), "--ema-name", "fast",
-                            "--out", str(tmp_path / "a.npz")])
-    assert code == 6 and BAKED_OVER in " ".join(err.split()), err
+    for name in ("fast", "slow"):
+        code, _, err = run_cli(["export", str(tmp_path / "a/model.ckpt-3"), "--ema-name",
+                                name, "--out", str(tmp_path / f"{name}.npz")])
+        assert code == 0, err
+        with np.load(tmp_path / f"{name}.npz") as z:
+            for key in NAMES:
+                want = sum(truth[f"objects_crossed_renamed:{i}:{name}:{key}"].astype(
+                    np.float64) for i in steps) / len(steps)
+                np.testing.assert_array_equal(z[key], want.astype(np.float32))
     code, _, err = run_cli(["export", str(tmp_path / "a/model.ckpt-3"), "--raw", "--no-meta",
                             "--out", str(tmp_path / "a.npz")])
     assert code == 0, err
@@ -309,3 +344,28 @@ def test_a_saver_crossing_two_objects_offers_no_call_that_refuses_too(made, tmp_
         for key in ("model/W", "model/V"):
             got = sess.run(shadows[f"{key}/fast"])  # fast's shadow variable
             np.testing.assert_array_equal(got, truth[f"objects_crossed:3:fast:{key}"])
+
+
+@pytest.mark.parametrize("how", BAKES)
+def test_a_bake_of_objects_over_disjoint_variables_reads_in_place(made, tmp_path, how):
+    """review-32-attack-r117 F9: fast averaged W only and slow V only, their averages saved
+    under each other's names; c42bf78 refused every in-place read of a bake of both ("baking
+    one EMA object's averages over keys that graph says hold another's", false: only the
+    plain names, raw by the graph, were written). In place the input's graph is read again,
+    giving each object's averages (TensorFlow's); the .index+.data copy stays refused."""
+    out, truth = made
+    run = out / "disjoint_cross"
+    steps = (2,) if how == "restore-ema" else (1, 2)
+    _bake(run, how, ("fast,slow", 2, steps), tmp_path / "a")
+    code, _, err = run_cli(["export", str(tmp_path / "a/model.ckpt-2"), "--ema-name",
+                            "fast,slow", "--out", str(tmp_path / "a.npz")])
+    assert code == 0, err  # was 6
+    with np.load(tmp_path / "a.npz") as z:
+        for key in ("model/W", "model/V"):
+            want = sum(truth[f"disjoint_cross:{i}:{key}"].astype(np.float64)
+                       for i in steps) / len(steps)
+            np.testing.assert_array_equal(z[key], want.astype(np.float32))
+    ckpt = _copy(tmp_path / "a", "model.ckpt-2", tmp_path / "c", only=(".index", ".data"))
+    code, _, err = run_cli(["export", str(ckpt), "--ema-name", "fast,slow",
+                            "--out", str(tmp_path / "c.npz")])
+    assert code == 6 and KEY in " ".join(err.split()), err
