@@ -84,16 +84,19 @@ def refuse_marked_ema(ckpts: list[Checkpoint], ema: bool, *, no_meta: bool = Fal
     Raises:
         UnprovenPairingError: (exit 6) naming the input, the mark and ``--not-swapped``.
     """
+    from .doubt_refusal import doubt_writers
     from .tools_mark import RECORD_KEY, names_doubted
 
     if not ema:
         return
     for c in ckpts:
-        if names_doubted(getattr(c, "tools_mark", None)) and not c.not_swapped \
+        doubt = names_doubted(getattr(c, "tools_mark", None))
+        if doubt and not c.not_swapped \
                 and not getattr(c, "meta_doubt", ()) and not _own_graph_recorded(c):
+            who, carried = doubt_writers(doubt)  # its writer, not always ckpt average (r117 M1)
             raise UnprovenPairingError(
-                f"{c.path}: its {RECORD_KEY} key says ckpt average wrote it from inputs whose "
-                "keys' names a swapping Saver's graph doubts; --ema averages the keys named as "
+                f"{c.path}: its {RECORD_KEY} key says {who} from inputs whose keys' names a "
+                f"swapping Saver's graph doubts{carried}; --ema averages the keys named as "
                 "shadows, which a swapping Saver's keys named as averages are not (they hold "
                 "the raw weights)" + (", and --no-meta does not decide that" if no_meta
                                       else "") + ": refused. If a Saver of "

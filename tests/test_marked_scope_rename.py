@@ -369,3 +369,21 @@ def test_a_bake_of_objects_over_disjoint_variables_reads_in_place(made, tmp_path
     code, _, err = run_cli(["export", str(ckpt), "--ema-name", "fast,slow",
                             "--out", str(tmp_path / "c.npz")])
     assert code == 6 and KEY in " ".join(err.split()), err
+
+
+def test_averaging_copies_of_marked_bakes_names_their_writer(made, tmp_path):
+    """review-32-attack-r117 M1: ``average --ema --bake`` of restore-ema's marked outputs
+    copied without their graph was refused saying "its _CKPT_TOOLS_RECORD key says ckpt
+    average wrote it": restore-ema did."""
+    out, _ = made
+    run = out / "objects_crossed_renamed"
+    copies = []
+    for i in (2, 3):
+        _bake(run, "restore-ema", ("fast", i, (i,)), tmp_path / f"r{i}")
+        copies.append(str(_copy(tmp_path / f"r{i}", f"model.ckpt-{i}", tmp_path / f"c{i}",
+                                only=(".index", ".data"))))
+    code, _, err = run_cli(["average", *copies, "--ema", "--bake", "--no-meta", "--ema-name",
+                            "fast", "--out", str(tmp_path / "a")])
+    said = " ".join(err.split())
+    assert code == 6 and "key says ckpt restore-ema wrote it" in said, err
+    assert "ckpt average wrote" not in said and not (tmp_path / "a").exists()
