@@ -72,6 +72,11 @@ def refuse_unstated_objects(ckpt: Checkpoint, pairs: list[tuple[str, str]], stor
     names = sorted({n for t in used for n in several[t].values()})
     taken = sorted({several[t].get(s, s) for t, s in used.items()})
     t, s = sorted(used.items())[0]
+    from .saved_keys import held_variables
+
+    # the key it is stored under, where a renamed Saver's is another name (r117 M3)
+    key = next((k for k, h in (held_variables(ckpt) or {}).items() if h == s and k != s), None)
+    stored_as = f"{s} under key {key}" if key else s
     shows = ", ".join(f"{n} writes {k}" for k, n in sorted(several[t].items()))
     mixed = (f"; the averages read here would mix {' and '.join(taken)}" if len(taken) > 1
              else "")
@@ -109,15 +114,15 @@ def refuse_unstated_objects(ckpt: Checkpoint, pairs: list[tuple[str, str]], stor
                           if ops is not None else [])
     raise UnprovenPairingError(
         f"{ckpt.path}: the .meta's update ops show {len(several[t])} EMA objects averaging "
-        f"{t} ({shows}; the checkpoint stores {s}), and {counted(len(used), 'variable')} read here "
-        f"have averages of several objects{mixed}; nothing recorded says which object an "
-        "evaluation uses: " + (f"pass {' or '.join(offers)} (the object you evaluate with; "
-                               "--allow-missing restores raw the variables whose average of "
-                               f"it was not saved){raw}{refused}" if offers else
-                               f"no --ema-name decides (--ema-name {' or --ema-name '.join(names)}"
-                               " is refused, with --allow-missing too)"
-                               + (f"; ckpt export {raw_option} writes the raw weights"
-                                  if raw_option else ""))
+        f"{t} ({shows}; the checkpoint stores {stored_as}), and "
+        f"{counted(len(used), 'variable')} read here have averages of several "
+        f"objects{mixed}; nothing recorded says which object an evaluation uses: "
+        + (f"pass {' or '.join(offers)} (the object you evaluate with; "
+           "--allow-missing restores raw the variables whose average of "
+           f"it was not saved){raw}{refused}" if offers else
+           f"no --ema-name decides (--ema-name {' or --ema-name '.join(names)}"
+           " is refused, with --allow-missing too)"
+           + (f"; ckpt export {raw_option} writes the raw weights" if raw_option else ""))
         + (f"; {scoped}" if scoped else ""),
         "--ema-name", {t: tuple(sorted(several[t])) for t in sorted(used)})
 
@@ -129,11 +134,16 @@ def _takes_own(ckpt: Checkpoint, several: dict[str, dict[str, str]], name: str,
     under variable_scope a and b, a's saved) ``--ema-name b/fast --allow-missing`` takes
     a/fast's ``a/net/b/fast`` for ``net/b`` (review-22-attack-r65 F1's twins)."""
     from .offer_probe import exported  # it runs the export plan, which imports this module
+    from .saved_keys import held_variables
 
     got = exported(ckpt, name, allow_missing)
     named = set(name.split(","))
-    return bool(got) and all(several[t][k] in named for t, k in got.items()
-                             if t in several and k in several[t])
+    # each key as the variable the save op wrote under it: a renamed Saver's key model/W/fast
+    # holding slow's average of W is slow's (review-32-attack-r117 M3: slow was said refused)
+    held = held_variables(ckpt) or {}
+    of = {t: (held.get(t) or t, held.get(k) or k) for t, k in got.items()}
+    return bool(got) and all(several[v][a] in named for v, a in of.values()
+                             if v in several and a in several[v])
 
 
 def refuse_named_both(ckpt: Checkpoint, names: list[str], use_meta: bool,

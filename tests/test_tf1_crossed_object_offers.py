@@ -1,0 +1,61 @@
+"""Refusals of TF1 Savers whose keys hold another EMA object's averages say only what is so
+(review-32-attack-r117 M3, M4): ``Saver({"model/W/fast": slow.average(W), "model/V/fast":
+slow.average(V), ...})`` (slow's names not saved) was refused saying ``--ema-name slow`` is
+refused, though it exports slow's averages through the save op. Made by real TensorFlow (graph
+mode), truth read from the session at save time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
+
+SCRIPT = '''
+def build(name, keys):
+    with tf.Graph().as_default():
+        gs = tf1.train.get_or_create_global_step()
+        with tf1.variable_scope("model"):
+            w = tf1.get_variable("W", [2])
+            v = tf1.get_variable("V", [2], initializer=tf1.constant_initializer(0.3))
+        loss = tf.reduce_sum(tf.square(w * 2.0 + v - 1.0))
+        train = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
+        fast = tf1.train.ExponentialMovingAverage(0.5, name="fast")
+        slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
+        with tf.control_dependencies([train]):
+            step = tf.group(fast.apply([w, v]), slow.apply([w, v]))
+        saver = tf1.train.Saver(keys(gs, w, v, fast, slow))
+        with trained(tf, step, 2) as s:
+            saver.save(s, f"{out}/{name}/model.ckpt", global_step=2)
+            for k, x in (("W", w), ("V", v)):
+                truth[f"{name}:raw:model/{k}"] = s.run(x)
+                for o, e in (("fast", fast), ("slow", slow)):
+                    truth[f"{name}:{o}:model/{k}"] = s.run(e.average(x))
+
+build("only_fast_saved_cross", lambda gs, w, v, fast, slow: {
+    "global_step": gs, "model/W": w, "model/V": v,
+    "model/W/fast": slow.average(w), "model/V/fast": slow.average(v)})
+'''
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("crossed_object_offers")
+    return out, run_tf1_script(SCRIPT, out)
+
+
+def test_an_object_saved_under_anothers_names_is_offered(made, tmp_path):
+    """M3: the refusal offers ``--ema-name slow``, which exports slow's averages (read under
+    fast's names through the save op); fast's, not saved, is the one refused."""
+    out, truth = made
+    path = str(out / "only_fast_saved_cross/model.ckpt-2")
+    code, _, err = run_cli(["export", path, "--out", str(tmp_path / "x.npz")])
+    said = " ".join(err.split())
+    assert code == 6 and "pass --ema-name slow" in said, err
+    assert "--ema-name slow is refused" not in said and "or --ema-name slow" not in said, err
+    code, _, err = run_cli(["export", path, "--ema-name", "slow", "--out",
+                            str(tmp_path / "s.npz")])
+    assert code == 0, err
+    with np.load(tmp_path / "s.npz") as z:
+        for key in ("model/W", "model/V"):
+            np.testing.assert_array_equal(z[key], truth[f"only_fast_saved_cross:slow:{key}"])
