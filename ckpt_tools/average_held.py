@@ -9,13 +9,16 @@ key by key, ``model/w`` was baked from ck-1's average of ``b`` and ck-2's of ``w
 
 The object graph records, for every key, the ``full_name`` of the variable saved there
 (``w/ExponentialMovingAverage``): the one thing each input proves about what a key holds. A
-key is averaged only where every input records the same ``full_name`` for it; otherwise the
-inputs are refused (exit 6), naming the first input and key that differ and what each holds.
+key is averaged only where every input records the same ``full_name`` for it, or, where the
+two inputs record different sets of names, names another process numbered on in the same order
+and no EMA pairing either input proves differs (:mod:`~ckpt_tools.average_renumbered`);
+otherwise the inputs are refused (exit 6), naming the first input and key that differ and what
+each holds.
 An optimizer's slot variable is the exception: its key is the object graph's record of its
 primary variable (itself compared) and slot name, which proves it whatever its ``full_name``.
-Keys are not re-paired by name instead: a ``full_name`` differs as well when a process-wide
-counter numbered the same variable otherwise (``w/ExponentialMovingAverage_1`` of an EMA object
-made again in one process), and nothing in either file tells that from a second EMA object.
+Keys are not re-paired by name instead. Equal names prove nothing where a name repeats
+(two modules' ``w``) or where another process gave a second object's averages the first's
+names: the files are then identical but for values (docs/averaging.md).
 
 TF1 checkpoints key each variable by a name its Saver chose, and a ``Saver`` whose
 ``var_list`` dict changed between saves (``{"a": w, "c": b}``, then ``{"a": b, "c": w}``)
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .average_renumbered import pairing_fault, renumbering_fault
 from .checkpoint import Checkpoint
 from .errors import UnprovenPairingError
 from .wording import counted
@@ -48,7 +52,8 @@ def _holds(name: str | None) -> str:
     return "no variable name recorded" if name is None else f"variable {name!r}"
 
 
-def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str]) -> None:
+def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str],
+                               pairing: dict | None = None) -> None:
     """Refuses averaging ``keys`` of ``ckpts`` (the newest last) where the inputs' object
     graphs record another variable (``full_name``) under one of them: the mean would mix two
     variables' values; TF1 inputs (no object graph) where two inputs' own graphs record a key
@@ -59,6 +64,8 @@ def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str]) -> 
         keys: the newest input's floating-point keys (each averaged, baked over or, where
             proven training state, copied; checked before the ``--bake`` pairing's refusals,
             whose offers this refusal would otherwise refuse again).
+        pairing: the command's pairing statements (``ema_name``, ``not_swapped``...), under
+            which each input's own EMA map is built where names were numbered otherwise.
 
     Raises:
         UnprovenPairingError: (exit 6, ``option`` ``None``) naming the first input and key
@@ -80,6 +87,11 @@ def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str]) -> 
                   and not (k in newest.objects.slots and slots.get(k) == newest.objects.slots[k])]
         if not differ:
             continue
+        if {have.get(k) for k in keys} != {want.get(k) for k in keys}:
+            # another process numbered the names on (review-32-attack-r120 F3): accepted
+            # where only an order-keeping renumbering and no proven pairing tells them apart
+            _refuse_renumbered(ckpt, newest, have, want, keys, differ, pairing)
+            continue
         key = differ[0]
         more = f" (and {counted(len(differ) - 1, 'other key')})" if len(differ) > 1 else ""
         raise UnprovenPairingError(
@@ -89,6 +101,39 @@ def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str]) -> 
             "attributes swapped), and averaging by key would mix different variables' values: "
             "refused; average only checkpoints whose keys hold the same variables (no option "
             "decides)", option=None)
+
+
+def _refuse_renumbered(ckpt: Checkpoint, newest: Checkpoint, have: dict, want: dict,
+                       keys: list[str], differ: list[str], pairing: dict | None) -> None:
+    """Refuses where ``ckpt``'s and ``newest``'s names (different sets) differ by more than
+    TF's / Keras' ``_N`` counters kept in order, or where their own EMA maps prove a key
+    differing in name to be the average of another weight in each
+    (:mod:`~ckpt_tools.average_renumbered`).
+
+    Raises:
+        UnprovenPairingError: (exit 6, ``option`` ``None``) naming the input, the key and what
+            each records or proves there.
+    """
+    key = renumbering_fault(have, want, differ)
+    if key is None:
+        key = renumbering_fault(have, want, keys)  # the order among unchanged names too
+    if key is not None:
+        raise UnprovenPairingError(
+            f"{ckpt.path}: {_shown(key)!r} holds {_holds(have.get(key))} there but "
+            f"{_holds(want.get(key))} in {newest.path}, as their object graphs record: more "
+            "than TF's or Keras' _N numbering of another process differs (a name of its own, "
+            "or the numbers in another order: a list rebuilt otherwise, objects swapped), and "
+            "averaging by key could mix different variables' values: refused; average only "
+            "checkpoints whose keys hold the same variables (no option decides)", option=None)
+    fault = pairing_fault(ckpt, newest, differ, pairing)
+    if fault is not None:
+        key, theirs, ours = fault
+        raise UnprovenPairingError(
+            f"{ckpt.path}: {_shown(key)!r} is the EMA average of {_shown(theirs)!r} there but "
+            f"of {_shown(ours)!r} in {newest.path}, as each one's own EMA map proves (their "
+            "names differ by TF's or Keras' _N numbering only): averaging by key would mix "
+            "different variables' averages: refused; average only checkpoints whose keys hold "
+            "the same variables (no option decides)", option=None)
 
 
 def _sources(ckpt: Checkpoint) -> dict[str, set[str]] | None:

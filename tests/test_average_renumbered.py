@@ -1,0 +1,126 @@
+"""``ckpt average`` of a run resumed in a new process that numbered its names on
+(review-32-attack-r120 F3 MAJOR, a regression of a7e8012): the resumed process built something
+first (an evaluation copy with its own EMA, a throwaway Keras model), so TF / Keras recorded the
+same holders as ``w/ExponentialMovingAverage_1``, ``sequential_1/dense_2/kernel``, ``adam_1/...``.
+Requiring equal names refused every such run ("the holders changed", no option decides). Names
+that differ only by ``_N`` counters kept in order (and each input's proven EMA pairing the
+same) are averaged now; a list rebuilt in another order (the counters reversed) is still
+refused. Each save in its own process; truth from ``ema.average(v).numpy()`` and the Keras
+optimizer's ``_model_variables_moving_average`` at save time; output read by
+``tf.train.load_checkpoint``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import run_cli
+from helpers_keras import run_keras
+
+# one save per process: argv[2] = 1 (ck-1) or 2 (resume from argv[3]'s ck-1 after building an
+# evaluation copy / throwaway model first, so TF and Keras number the run's own names on)
+_BODY = """
+k, first = int(sys.argv[2]), (sys.argv[3] if len(sys.argv) > 3 else None)
+def module():
+    m = tf.Module()
+    m.w = tf.Variable(tf.zeros([3]), name="w"); m.b = tf.Variable(tf.zeros([3]), name="b")
+    return m
+def steps(vs, ema, n=2):
+    for _ in range(n):
+        for v in vs: v.assign_add(tf.random.normal(v.shape))
+        ema.apply(vs)
+if k == 2:  # an evaluation copy with its own EMA, made before the training objects
+    ev = module(); l0 = tf.Variable(tf.zeros([3]), name="w")
+    tf.train.ExponentialMovingAverage(0.5).apply([ev.w, ev.b, l0])
+# "module": one model, ONE default-named EMA, averages in a list
+m = module(); step = tf.Variable(0, dtype=tf.int64); e = tf.train.ExponentialMovingAverage(0.5)
+e.apply([m.w, m.b])
+ck = tf.train.Checkpoint(step=step, model=m, ema=[e.average(m.w), e.average(m.b)])
+if k == 2: ck.read(f"{first}/module/ck").assert_consumed()
+steps([m.w, m.b], e); step.assign_add(100); ck.write(f"{out}/module/ck")
+truth.update({"module:w": e.average(m.w).numpy(), "module:b": e.average(m.b).numpy()})
+# "reorder": two layers' weights both named w; the averages' list rebuilt in another order
+l1, l2 = tf.Module(), tf.Module()
+l1.w = tf.Variable(tf.zeros([3]), name="w"); l2.w = tf.Variable(tf.zeros([3]), name="w")
+r = tf.train.ExponentialMovingAverage(0.5); r.apply([l1.w, l2.w]); steps([l1.w, l2.w], r)
+held = [r.average(l1.w), r.average(l2.w)]
+tf.train.Checkpoint(layers=[l1, l2], ema=held if k == 1 else held[::-1]).write(
+    f"{out}/reorder/ck")
+# "keras": an unnamed Sequential of two Dense, Adam(use_ema), one epoch per process
+def make():
+    net = keras.Sequential([keras.Input((5,)), keras.layers.Dense(4), keras.layers.Dense(4)])
+    net.compile(keras.optimizers.Adam(0.01, use_ema=True, ema_momentum=0.8), "mse")
+    return net
+if k == 2: make()  # the throwaway model: Keras names the run's sequential_1, dense_2, adam_1
+net = make(); opt = net.optimizer; kck = tf.train.Checkpoint(model=net, optimizer=opt)
+if k == 2:
+    opt.build(net.trainable_variables)
+    kck.read(f"{first}/keras/ck").assert_existing_objects_matched()
+rng = np.random.default_rng(k)
+net.fit(rng.normal(size=(8, 5)).astype("float32"), rng.normal(size=(8, 4)).astype("float32"),
+        epochs=1, batch_size=4, verbose=0)
+kck.write(f"{out}/keras/ck")
+for i, a in enumerate(opt._model_variables_moving_average):
+    truth[f"keras:{i}"] = a.numpy()
+print(k, e.average(m.w).name, r.average(l1.w).name, opt._trainable_variables[0].path)
+"""
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """(ck-1's folder, ck-2's folder, each save's truth): ck-2 resumed in a new process."""
+    d = tmp_path_factory.mktemp("average_renumbered")
+    first, second = d / "p1", d / "p2"
+    first.mkdir()
+    second.mkdir()
+    truth1 = run_keras(_BODY, first, "1")
+    truth2 = run_keras(_BODY, second, "2", str(first))
+    return first, second, truth1, truth2
+
+
+def _average(runs, case: str, out_dir, *extra: str) -> tuple[int, str]:
+    first, second, _, _ = runs
+    code, _, err = run_cli(["average", str(first / case / "ck"), str(second / case / "ck"),
+                            "--newest", str(second / case / "ck"), "--out", str(out_dir),
+                            *extra])
+    return code, " ".join(err.split())
+
+
+def _mean(runs, name: str) -> np.ndarray:
+    _, _, truth1, truth2 = runs
+    return (truth1[name] + truth2[name]) / 2
+
+
+_KEY = "/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+@pytest.mark.parametrize("extra", [[], ["--ema"], ["--ema", "--bake"]])
+def test_a_resumed_run_numbered_on_is_averaged(runs, tmp_path, tf, extra):
+    code, err = _average(runs, "module", tmp_path / "out", *extra)
+    assert code == 0, err  # was 6: "'ema/0' holds ... 'w/ExponentialMovingAverage_1' ..."
+    read = tf.train.load_checkpoint(str(tmp_path / "out" / "ck"))
+    for i, n in enumerate("wb"):
+        np.testing.assert_allclose(read.get_tensor(f"ema/{i}{_KEY}"), _mean(runs, f"module:{n}"),
+                                   rtol=0, atol=1e-6)
+        if "--bake" in extra:
+            np.testing.assert_allclose(read.get_tensor(f"model/{n}{_KEY}"),
+                                       _mean(runs, f"module:{n}"), rtol=0, atol=1e-6)
+
+
+def test_a_resumed_keras_run_numbered_on_is_averaged(runs, tmp_path, tf):
+    code, err = _average(runs, "keras", tmp_path / "out", "--ema", "--bake", "--not-swapped")
+    assert code == 0, err  # was 6: "... 'adam/learning_rate' there but 'adam_1/learning_rate'"
+    read = tf.train.load_checkpoint(str(tmp_path / "out" / "ck"))
+    for i in range(4):  # the optimizer's averages (_variables/2..5) and the weights baked
+        for key in (f"optimizer/_variables/{i + 2}", f"optimizer/_trainable_variables/{i}"):
+            np.testing.assert_allclose(read.get_tensor(key + _KEY), _mean(runs, f"keras:{i}"),
+                                       rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("extra", [[], ["--ema"]])
+def test_a_list_rebuilt_in_another_order_numbered_on_is_refused(runs, tmp_path, extra):
+    code, err = _average(runs, "reorder", tmp_path / "out", *extra)
+    # ema/0 holds l1's average in ck-1 (w/ExponentialMovingAverage_1) and l2's in ck-2
+    # (w/ExponentialMovingAverage_4, l1's _3 under ema/1): averaging by key would mix them
+    assert code == 6, err
+    assert "'ema/1'" in err and "numbering" in err and "no option decides" in err, err
+    assert not (tmp_path / "out").exists()
