@@ -26,7 +26,7 @@ from .formats._write import Inputs, check_file_name, copy_file, os_errors
 from .formats.bundle_writer import BundleWriter, write_state_file
 from .formats.savedmodel import VARIABLES_PREFIX
 from .formats.staged_dir import StagedDir
-from .no_meta_mark import silenced, written_warning
+from .no_meta_mark import recorded, silenced, written_warning
 from .no_meta_own import refuse_baked_over, refuse_own_graph_swap
 from .output_graphs import refuse_held_graph
 from .own_graph_mark import rewrites_misleading
@@ -218,10 +218,11 @@ def plan_average(newest: Checkpoint, ema: bool, bake: bool,
     pairing = pairing or {}
     # Refuses what the file does not prove (strict: what it assumes), then requires a shadow
     # for every weight; the pairing itself is the one every command uses.
-    m = ema_map(newest, non_averaged="keep", **pairing)
-    m.require_complete()
-    source_of = proven_pairs(newest, **{k: v for k, v in pairing.items()
-                                        if k not in ("allow_missing", "strict")})
+    with recorded():  # its output's mark records --no-meta over a doubt (s32l)
+        m = ema_map(newest, non_averaged="keep", **pairing)
+        m.require_complete()
+        source_of = proven_pairs(newest, **{k: v for k, v in pairing.items()
+                                            if k not in ("allow_missing", "strict")})
     unaveraged = sorted(k for k, s in source_of.items() if s not in shadows)
     if unaveraged:  # a pairing onto something that is not an averaged float shadow
         raise EmaError(f"{newest.path}: the average of {unaveraged[0]!r} is "

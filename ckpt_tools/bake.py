@@ -36,7 +36,7 @@ from .formats._write import (
 )
 from .formats.bundle_writer import BundleWriter, write_state_file
 from .formats.savedmodel import VARIABLES_PREFIX
-from .no_meta_mark import silenced, written_warning
+from .no_meta_mark import recorded, silenced, written_warning
 from .raw_shadows import raw_named_keys, raw_named_warning
 from .rescope_clash import refuse_rescope_clash
 from .restored_record import recorded_statements, write_record
@@ -201,7 +201,8 @@ def bake_plan(ckpt: Checkpoint, name: str | None, drop_slots: bool,
                                          if kinds.get(k) != R.OPTIMIZER_SLOT), strip,
                              "the output holds every tensor of the checkpoint, so strip a "
                              "scope that only one of them has")
-    m = ema_map(ckpt, slots="keep", non_averaged="keep", **map_options).require_complete()
+    with recorded():  # its output's mark records --no-meta over a doubt (s32l)
+        m = ema_map(ckpt, slots="keep", non_averaged="keep", **map_options).require_complete()
     source_of = {tgt: src for src, tgt in m.pairs}
     # A swapping Saver's key named as the variable holds an average too: the variable's own
     # (nothing to do) or, crossed, another's; either way it is written with this one's.

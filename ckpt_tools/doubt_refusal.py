@@ -7,7 +7,7 @@ from __future__ import annotations
 from .errors import UnprovenPairingError
 from .tools_mark import RECORD_KEY, names_doubted, stated_of
 
-__all__ = ["doubt_writers", "names_doubted_refusal"]
+__all__ = ["doubt_writers", "names_doubted_refusal", "no_meta_doubted_refusal"]
 
 
 def doubt_writers(d: dict) -> tuple[str, str]:
@@ -39,12 +39,7 @@ def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
     Saver's graph doubts, where no graph beside it doubts it now (review-28-attack-r105
     F1-F3)."""
     d = names_doubted(doc) or {}
-    graphs = ", ".join(str(g) for g in d.get("graphs") or []) or "a graph of their prefix"
-    inputs = ", ".join(str(i) for i in d.get("inputs") or [])
-    who, carried = doubt_writers(d)
-    said = (f"{path}: its {RECORD_KEY} key says {who} from "
-            f"inputs{f' ({inputs})' if inputs else ''} whose keys' names a swapping Saver's "
-            f"graph ({graphs}) doubts{carried}")
+    said = f"{path}: " + _doubt_said(d)
     if d.get("graph_of_input"):  # a bake over another object's keys (r117 F1-F3)
         return UnprovenPairingError(
             said + ", baking one EMA object's averages over keys that graph says hold "
@@ -71,3 +66,36 @@ def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
         said + lost + " a Saver of each variable under its own name wrote the inputs, "
         "pass --not-swapped (Python: not_swapped=True); if the swapping Saver did, the keys "
         "as stored are what it saved (ckpt export --raw --no-meta)", option="--not-swapped")
+
+
+def _doubt_said(d: dict) -> str:
+    """``"its _CKPT_TOOLS_RECORD key says <who> from inputs (...) whose keys' names a
+    swapping Saver's graph (...) doubts<tail>"`` of the mark's ``names_doubted`` ``d``."""
+    graphs = ", ".join(str(g) for g in d.get("graphs") or []) or "a graph of their prefix"
+    inputs = ", ".join(str(i) for i in d.get("inputs") or [])
+    who, carried = doubt_writers(d)
+    return (f"its {RECORD_KEY} key says {who} from "
+            f"inputs{f' ({inputs})' if inputs else ''} whose keys' names a swapping Saver's "
+            f"graph ({graphs}) doubts{carried}")
+
+
+def no_meta_doubted_refusal(path: str, doc: dict,
+                            undecided: dict | None = None) -> UnprovenPairingError:
+    """The refusal (exit 6, ``--not-swapped``) of the pairing by names alone, under
+    ``--no-meta``, of the checkpoint ``path`` whose mark ``doc`` records ``names_doubted``,
+    by a command whose output records no statement (export, map, the Python API handing
+    back arrays or a map): the file's own record doubts the names ``--no-meta`` reads
+    (:func:`~ckpt_tools.no_meta_mark.refuse_unrecorded`); ``undecided``: the pairings left
+    open (``list`` marks them ``?``)."""
+    d = names_doubted(doc) or {}
+    # written under --no-meta itself: its plain names hold what the input's keys named as
+    # averages held (r112 F3), which no graph read proves
+    held = (", and that it was written under --no-meta: its plain names hold what its "
+            "input's keys named as averages held" if stated_of(doc).get("no_meta") else "")
+    return UnprovenPairingError(
+        f"{path}: --no-meta pairs its keys by their names alone, but "
+        + _doubt_said(d) + held + ": a swapping Saver's keys named as averages hold the raw "
+        "weights, so the names do not say what its keys hold. If a Saver of each variable "
+        "under its own name wrote the inputs, pass --not-swapped (Python: not_swapped=True); "
+        "if the swapping Saver did, the keys as stored are what it saved (ckpt export --raw "
+        "--no-meta)", option="--not-swapped", undecided=undecided)

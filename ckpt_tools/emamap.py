@@ -182,12 +182,14 @@ def ema_map(
     if not_swapped:
         ckpt.not_swapped = True  # its meta-less view too
     if not use_meta:  # --no-meta: its own graph shows the names mislead (r110 F6), or
-        from .no_meta_own import refuse_baked_over, refuse_own_graph_swap  # its mark (r117)
+        from .no_meta_mark import refuse_unrecorded  # its mark (r117), where no output
+        from .no_meta_own import refuse_baked_over, refuse_own_graph_swap  # records it (s32l)
 
         try:
             refuse_baked_over(ckpt)
             if getattr(ckpt, "graph_declined", False):
                 refuse_own_graph_swap(ckpt)
+            refuse_unrecorded(ckpt)
         except UnprovenPairingError:
             opened.__exit__()
             raise

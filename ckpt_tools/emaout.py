@@ -8,6 +8,7 @@ Keras-style HDF5 file), plans without writing for a dry run, and writes through
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -308,7 +309,11 @@ def _plan(ckpt, out, name, fmt, overwrite, slots, map_options) -> EmaOutput:
     if fmt == "v2":
         check_saved_model_options(ckpt, name, slots == "drop", map_options.get("strip_scope"),
                                   map_options.get("add_scope"))
-    m = ema_map(ckpt, slots=slots, **map_options)
+    from .no_meta_mark import recorded
+
+    # a v2 output's mark records --no-meta over a doubt (s32l); an .h5 carries no mark
+    with recorded() if fmt == "v2" else contextlib.nullcontext():
+        m = ema_map(ckpt, slots=slots, **map_options)
     m.require_complete()
     if fmt == "v2":
         target = plan_outputs(ckpt, out, name, overwrite)  # also checks it is safe

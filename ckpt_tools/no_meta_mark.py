@@ -17,11 +17,63 @@ What ``--no-meta`` silences: a graph of its prefix that doubts its names
 never computes that doubt; with or without a ``.meta`` of its own, since ``--no-meta`` reads a
 checkpoint as its copy without that ``.meta``), or its own mark's ``names_doubted`` (an output
 ckpt_tools wrote from doubted inputs).
+
+A command whose output carries no mark (``export`` to ``.npz``/``.safetensors``/``.h5``,
+``map``, ``diff``, the Python API handing back arrays, a map or restored variables) records
+no statement: under ``--no-meta`` it read the keys named as averages of a ``.index`` +
+``.data`` copy of a marked output -- the swapping Saver's raw weights -- as the EMA values,
+exit 0, with no warning (task s32l). Its mark is the file's own record that its names are
+doubted, so the pairing by names is refused there (:func:`refuse_unrecorded`); only the
+writers that record ``--no-meta`` in their output's mark (``restore-ema``, ``average --ema
+--bake``: inside :func:`recorded`) still write it.
 """
 
 from __future__ import annotations
 
-__all__ = ["silenced", "written_warning"]
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
+__all__ = ["recorded", "refuse_unrecorded", "silenced", "written_warning"]
+
+# whether the pairing being planned is a writer's that records --no-meta in its output's mark
+_RECORDED: contextvars.ContextVar[bool] = contextvars.ContextVar("ckpt_tools_no_meta_recorded",
+                                                                 default=False)
+
+
+@contextlib.contextmanager
+def recorded() -> Iterator[None]:
+    """Within it, :func:`refuse_unrecorded` refuses nothing: the pairing planned is a
+    writer's whose output's mark records what ``--no-meta`` left unread
+    (:func:`silenced`) and which every read of it repeats (``restore-ema``'s bundle,
+    ``average --ema --bake``'s)."""
+    token = _RECORDED.set(True)
+    try:
+        yield
+    finally:
+        _RECORDED.reset(token)
+
+
+def refuse_unrecorded(ckpt) -> None:
+    """Refuses pairing by names alone the keys of ``ckpt``, read under ``--no-meta``, whose
+    mark records ``names_doubted`` (a swapping Saver's graph doubted its inputs' names),
+    where no statement decides (``--not-swapped``) and the caller records none in an output
+    (outside :func:`recorded`). A bake's over another object's keys (``graph_of_input``) is
+    refused by :func:`~ckpt_tools.no_meta_own.refuse_baked_over`, writers too.
+
+    Raises:
+        UnprovenPairingError: (exit 6, ``--not-swapped``) naming the mark and what decides.
+    """
+    from .tools_mark import names_doubted
+
+    mark = getattr(ckpt, "tools_mark", None)
+    if _RECORDED.get() or not names_doubted(mark) or getattr(ckpt, "not_swapped", False):
+        return
+    from .doubt_refusal import no_meta_doubted_refusal
+
+    # every pairing the names make is left open (list marks them '?')
+    raise no_meta_doubted_refusal(ckpt.path, mark, {
+        v.name: (v.ema_of,) for v in ckpt.variables_unwarned() if v.role == "ema" and v.ema_of})
 
 
 def silenced(ckpt) -> str | None:

@@ -179,3 +179,54 @@ def test_a_no_meta_output_with_no_graph_is_not_offered_one(made, tmp_path):
             want = (truth[f"every:3:raw:{key}"].astype(np.float64)
                     + truth[f"every:2:raw:{key}"]) / 2
             np.testing.assert_allclose(z[key], want, rtol=1e-6)
+
+
+def test_no_meta_reading_a_marked_copy_by_names_alone_is_refused(made, tmp_path):
+    """s32l: the .index + .data copy of ckpt average's output of the swapping run saved with
+    a .meta each time carries the mark doubting its names; export / map --no-meta (and the
+    Python API with use_meta=False) read the names alone and exported its keys named as
+    averages -- the mean of the swapping Saver's RAW weights -- as the EMA values, exit 0, no
+    warning. Refused (exit 6) naming the mark and --not-swapped; export --raw --no-meta (the
+    keys as stored) and restore-ema --no-meta (whose v2 output records it) still write, an
+    .h5 output (no mark) is refused, and so is reading restore-ema's --no-meta output so."""
+    from ckpt_tools import ema_map, export_weights
+    from ckpt_tools.errors import UnprovenPairingError
+
+    out, truth = made
+    code, _, err = run_cli(["average", str(out / "every/model.ckpt-3"),
+                            str(out / "every/model.ckpt-2"), "--out", str(tmp_path / "a")])
+    assert code == 0, err
+    copy = _copy(tmp_path / "a", "model.ckpt-3", tmp_path / "copy", only=(".index", ".data"))
+    raw = {k: (truth[f"every:3:raw:{k}"].astype(np.float64) + truth[f"every:2:raw:{k}"]) / 2
+           for k in NAMES}  # what the keys named as averages hold: no average at all
+    for args in (["export", str(copy), "--no-meta", "--out", str(tmp_path / "e.npz")],
+                 ["map", str(copy), "--no-meta"],
+                 ["restore-ema", str(copy), "--no-meta", "--format", "h5",
+                  "--out", str(tmp_path / "h")]):
+        code, _, err = run_cli(args)
+        line = " ".join(err.split())
+        assert code == 6, (args, err)  # was 0: the raw means exported as EMA values
+        assert f"{copy}: --no-meta pairs its keys by their names alone, but its {KEY} key " \
+               "says ckpt average wrote it" in line and "pass --not-swapped" in line \
+               and "ckpt export --raw --no-meta" in line, err
+    assert not (tmp_path / "e.npz").exists() and not (tmp_path / "h").exists()
+    for call in (lambda: ema_map(str(copy), use_meta=False),
+                 lambda: export_weights(str(copy), str(tmp_path / "p.npz"), use_meta=False)):
+        with pytest.raises(UnprovenPairingError, match="--not-swapped"):
+            call()
+    code, _, err = run_cli(["export", str(copy), "--raw", "--no-meta", "--out",
+                            str(tmp_path / "r.npz")])
+    assert code == 0, err
+    with np.load(tmp_path / "r.npz") as z:  # the swapping Saver's plain names: the averages
+        for key in NAMES:
+            want = (truth[f"every:3:avg:{key}"].astype(np.float64)
+                    + truth[f"every:2:avg:{key}"]) / 2
+            np.testing.assert_allclose(z[key], want, rtol=1e-6)
+            assert not np.allclose(want, raw[key])
+    code, _, err = run_cli(["restore-ema", str(copy), "--no-meta", "--out",
+                            str(tmp_path / "nm")])  # the recorded statement (r107 F3): kept
+    assert code == 0, err
+    code, _, err = run_cli(["export", str(tmp_path / "nm/model.ckpt-3"), "--no-meta",
+                            "--out", str(tmp_path / "n.npz")])
+    line = " ".join(err.split())
+    assert code == 6 and "written under --no-meta" in line, err
