@@ -32,6 +32,33 @@ def renamed_object_offers(ckpt: Checkpoint) -> tuple[list[str], str]:
 
 
 
+def mixed_refusal(ckpt: Checkpoint, beside: str) -> str:
+    """The rest of the refusal of a Saver writing some keys named as variables from their
+    averages beside others holding raw weights (``beside``:
+    :func:`~ckpt_tools.raw_beside_averages.mixed_said`). Where the ``.meta``'s update ops show
+    several EMA objects each one's averages may all be saved under other keys, so the file
+    does hold one set of them, which it said it did not: ckpt pairs none of them, and the
+    graph's own Saver restores each key into its variable (review-32-attack-r117 M4).
+
+    Returns:
+        `str`: from ``": "`` on."""
+    from .ema_objects import object_names  # late: they run the map
+
+    names = sorted({n for each in object_names(ckpt, True).values() for n in each})
+    objects = f"{len(names)} EMA objects ({', '.join(names)})" if len(names) > 1 else ""
+    return (f": {beside}: "
+            + (f"the .meta's update ops show {objects}, and ckpt pairs no one object's "
+               "averages with keys mixed so (--ema-name is refused too)" if objects else
+               "the file holds neither one set of averages nor one of raw weights")
+            + ", and no option of ckpt export makes the averages from it; "
+            "ckpt export --raw refuses it too (it writes raw weights only, never an "
+            "average), and --raw with --exclude of the keys holding averages writes the "
+            "raw values alone" + (
+                "; in the graph imported from the .meta its own Saver (tf.compat.v1.train."
+                "import_meta_graph(...).restore(sess, path)) restores each key into the "
+                "variable it was saved from" if objects else ""))
+
+
 def evaluation_resave_offer(ckpt: Checkpoint, keys) -> str:
     """What decides a renamed ``variables_to_restore()`` Saver's keys where the save op cannot
     pair them: ``Saver({"model/" + k: v for k, v in ema.variables_to_restore().items()})``

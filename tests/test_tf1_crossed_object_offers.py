@@ -35,6 +35,9 @@ def build(name, keys):
 build("only_fast_saved_cross", lambda gs, w, v, fast, slow: {
     "global_step": gs, "model/W": w, "model/V": v,
     "model/W/fast": slow.average(w), "model/V/fast": slow.average(v)})
+build("raw_holds_slow", lambda gs, w, v, fast, slow: {
+    "global_step": gs, "model/W": slow.average(w), "model/W/fast": fast.average(w),
+    "model/V": v, "model/V/fast": fast.average(v), "model/V/slow": slow.average(v)})
 '''
 
 
@@ -59,3 +62,26 @@ def test_an_object_saved_under_anothers_names_is_offered(made, tmp_path):
     with np.load(tmp_path / "s.npz") as z:
         for key in ("model/W", "model/V"):
             np.testing.assert_array_equal(z[key], truth[f"only_fast_saved_cross:slow:{key}"])
+
+
+def test_keys_mixing_objects_averages_and_raw_weights_say_what_they_hold(made, tmp_path, tf):
+    """M4: ``model/W`` holding slow's average of W (W itself not saved) beside raw ``model/V``
+    was refused saying the file "holds neither one set of averages nor one of raw weights":
+    fast's and slow's averages of both are all saved. The refusal now says the update ops show
+    two objects and ckpt pairs no one object's averages with such keys, and names the graph's
+    own Saver, which restores each key into its variable (TensorFlow's truth)."""
+    out, truth = made
+    path = str(out / "raw_holds_slow/model.ckpt-2")
+    for stated in ([], ["--ema-name", "fast"], ["--ema-name", "slow"]):
+        code, _, err = run_cli(["export", path, *stated, "--out", str(tmp_path / "x.npz")])
+        said = " ".join(err.split())
+        assert code == 6 and "2 EMA objects (fast, slow)" in said, (stated, err)
+        assert "neither one set of averages" not in said, err
+    v1 = tf.compat.v1
+    with tf.Graph().as_default(), v1.Session() as sess:
+        v1.train.import_meta_graph(path + ".meta").restore(sess, path)
+        shadows = {v.op.name: v for v in v1.global_variables()}
+        for key in ("model/W", "model/V"):
+            for name in ("fast", "slow"):
+                np.testing.assert_array_equal(sess.run(shadows[f"{key}/{name}"]),
+                                              truth[f"raw_holds_slow:{name}:{key}"])
