@@ -135,19 +135,26 @@ def stated_notes(ckpt, apply_order: str | None, ema_name: str | None = None,
         notes.append(f"note: {SLOT_STATED_NOTE}")  # swap_weights(): average slots
         found["stated_not_swapped"] = True
     elif ckpt.not_swapped and layout is None and ckpt.objects is None and ckpt.meta is not None:
-        from .save_op import crossed_keys
+        from .save_op import crossed_keys, written_sources
 
         crossed = crossed_keys(ckpt)  # a swapping Saver's graph beside a plain Saver's
-        notes.append("note: the keys are read as holding their names' variables because you "
-                     "stated --not-swapped; "
-                     + (f"the graph file's save ops disagree about what they hold (e.g. "
-                        f"{crossed[0]}) and nothing records which wrote them" if crossed else
-                        "the graph file records no save op to show it")
-                     + ": if a swapping Saver wrote the checkpoint, its keys named as "
-                     "variables are the averages (ckpt export --raw"
-                     + (" --no-meta)" if crossed else ")")  # saver_not_swapped (TF1)
-                     + _saver_def_said(ckpt, crossed))
-        found["stated_not_swapped"] = True
+        if not crossed and written_sources(ckpt) is not None:
+            # the save op that wrote it is read: it says what each key holds, not the
+            # statement (it said "records no save op" of such graphs: review-32-attack-r117 M5)
+            notes.append("note: you stated --not-swapped, but the graph file's save op shows "
+                         "what each key holds: the keys are read through it, not by that "
+                         "statement")
+        else:
+            found["stated_not_swapped"] = True
+            notes.append("note: the keys are read as holding their names' variables because you "
+                         "stated --not-swapped; "
+                         + (f"the graph file's save ops disagree about what they hold (e.g. "
+                            f"{crossed[0]}) and nothing records which wrote them" if crossed else
+                            "the graph file records no save op to show it")
+                         + ": if a swapping Saver wrote the checkpoint, its keys named as "
+                         "variables are the averages (ckpt export --raw"
+                         + (" --no-meta)" if crossed else ")")  # saver_not_swapped (TF1)
+                         + _saver_def_said(ckpt, crossed))
     said = fit_order_note(ckpt)  # --fit-order, where it decides a pairing
     record = getattr(ckpt, "not_swapped_record", None) if swap else None
     if record:  # ckpt train's run record states it for this very file (run_record)

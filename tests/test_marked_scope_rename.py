@@ -357,14 +357,21 @@ def test_a_bake_of_objects_over_disjoint_variables_reads_in_place(made, tmp_path
     run = out / "disjoint_cross"
     steps = (2,) if how == "restore-ema" else (1, 2)
     _bake(run, how, ("fast,slow", 2, steps), tmp_path / "a")
-    code, _, err = run_cli(["export", str(tmp_path / "a/model.ckpt-2"), "--ema-name",
-                            "fast,slow", "--out", str(tmp_path / "a.npz")])
-    assert code == 0, err  # was 6
-    with np.load(tmp_path / "a.npz") as z:
-        for key in ("model/W", "model/V"):
-            want = sum(truth[f"disjoint_cross:{i}:{key}"].astype(np.float64)
-                       for i in steps) / len(steps)
-            np.testing.assert_array_equal(z[key], want.astype(np.float32))
+    # --not-swapped changes nothing there: the graph's save op says what each key holds, and
+    # the note said "the graph file records no save op to show it" (r117 M5)
+    for stated in ([], ["--not-swapped"]):
+        code, _, err = run_cli(["export", str(tmp_path / "a/model.ckpt-2"), "--ema-name",
+                                "fast,slow", *stated, "--out", str(tmp_path / "a.npz"),
+                                "--force"])
+        assert code == 0, err  # was 6
+        said = " ".join(err.split())
+        assert "records no save op" not in said, err
+        assert not stated or "the graph file's save op shows what each key holds" in said, err
+        with np.load(tmp_path / "a.npz") as z:
+            for key in ("model/W", "model/V"):
+                want = sum(truth[f"disjoint_cross:{i}:{key}"].astype(np.float64)
+                           for i in steps) / len(steps)
+                np.testing.assert_array_equal(z[key], want.astype(np.float32))
     ckpt = _copy(tmp_path / "a", "model.ckpt-2", tmp_path / "c", only=(".index", ".data"))
     code, _, err = run_cli(["export", str(ckpt), "--ema-name", "fast,slow",
                             "--out", str(tmp_path / "c.npz")])
