@@ -391,12 +391,13 @@ def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
     # by bytes, where it was read for the pairing; none: no input's digest is kept
     graph = None if copied is None or copied.meta_unread else (
         copied.location.meta_path or copied.location.saved_model)
-    from .own_graph_mark import bakes_over
+    from .own_graph_mark import bakes_over, several_objects
 
     return graph_written(mark, graph_digest(graph) if graph and names_doubted(mark) else None,
                          carried=bool(carry),  # copies of the doubting graphs (carry_doubt)
                          baked_over=bake and graph is not None and bakes_over(
-                             copied, source_of or {}, averaged or ()))
+                             copied, source_of or {}, averaged or ()),
+                         objects=bake and graph is not None and several_objects(copied))
 
 
 def _write_average(ckpts, prefix, source_of, to_average, progress, shown, mark=None):

@@ -412,10 +412,11 @@ def written_mark(ckpt: Checkpoint, read=None, unread: str | None = None,
 
     if source_of is not None and not own and carried_disproved([ckpt], ckpt, source_of):
         return drop_carried(mark)
-    from .own_graph_mark import bakes_over, graph_digest
+    from .own_graph_mark import bakes_over, graph_digest, several_objects
 
     return graph_written(mark, graph_digest(graph) if graph else None,
-                         baked_over=bool(graph) and bakes_over(ckpt, source_of or {}))
+                         baked_over=bool(graph) and bakes_over(ckpt, source_of or {}),
+                         objects=bool(graph) and several_objects(ckpt))
 
 
 def _stated_for(ckpt: Checkpoint, meta_copied: bool, read) -> dict:

@@ -84,7 +84,8 @@ def read_graph(location: Location, reader: Reader, tools_mark: dict | None, *, m
     # a bake's mark whose copied graph no longer says what its keys hold: no statement
     # about its inputs' Saver (--not-swapped) reads its names alone (review-32-attack-r117
     # F8; --no-meta: no_meta_own.refuse_baked_over)
-    baked_over = bool((names_doubted(tools_mark) or {}).get("graph_of_input"))
+    baked_over = any((names_doubted(tools_mark) or {}).get(k)
+                     for k in ("graph_of_input", "several_objects"))
     if graph is not None and names_doubted(tools_mark) and (not not_swapped or baked_over):
         from .own_graph_mark import refuse_foreign_graph
 

@@ -153,7 +153,8 @@ def refuse_own_graph_swap(ckpt) -> None:
 def refuse_baked_over(ckpt) -> None:
     """Refuses pairing by names under ``--no-meta`` the keys of a bake's output whose mark
     says the bake wrote one EMA object's averages over keys its input's graph says hold
-    another's (``graph_of_input``: :func:`~ckpt_tools.tools_mark.graph_written`): no graph
+    another's (``graph_of_input``: :func:`~ckpt_tools.tools_mark.graph_written`), or of a
+    graph proving several EMA objects (``several_objects``: r117 F9 reads it in place): no graph
     says what those keys hold now, so their names say nothing either; read in place or
     copied, ``--no-meta`` exported another variable's average, exit 0
     (review-32-attack-r117 F10). ``export --raw --no-meta`` (no pairing) stays.
@@ -165,7 +166,7 @@ def refuse_baked_over(ckpt) -> None:
     from .tools_mark import names_doubted
 
     mark = getattr(ckpt, "tools_mark", None)
-    if (names_doubted(mark) or {}).get("graph_of_input"):
+    if any((names_doubted(mark) or {}).get(k) for k in ("graph_of_input", "several_objects")):
         raise names_doubted_refusal(ckpt.path, mark)
 
 

@@ -20,7 +20,7 @@ from .formats._io import is_url
 
 __all__ = ["bakes_over", "evaluation_resave", "graph_digest", "misleading_left",
            "names_mislead", "own_graph_doubt", "refuse_foreign_graph", "renamed_keys",
-           "rewrites_misleading"]
+           "rewrites_misleading", "several_objects"]
 
 
 def names_mislead(ckpt) -> bool:
@@ -89,6 +89,24 @@ def _graph_tables(ckpt) -> tuple | None:
     suffixes = {_EMA} | {s[len(o) + 1:] for s, o in owner.items() if s.startswith(o + "/")}
     names = {PART.sub("", n) for n in ckpt.meta.variables}
     return owner, suffixes, names
+
+
+def several_objects(ckpt) -> bool:
+    """Whether the TF1 checkpoint ``ckpt``'s own graph proves averages of more than one EMA
+    name (or an average not named ``<its variable>/<EMA name>``, whose name cannot be told).
+    A bake's output of it read without that graph (copied, ``--no-meta``) is never paired by
+    its names on a statement about its Saver (``--not-swapped``): that statement says
+    nothing of keys holding another object's or another variable's averages
+    (review-32-attack-r117 F8, F10; kept where F9 lets the output be read in place).
+
+    Returns:
+        `bool` (``False`` where the graph proves no average).
+    """
+    tables = _graph_tables(ckpt)
+    if tables is None:
+        return False
+    names = {s[len(o) + 1:] if s.startswith(o + "/") else None for s, o in tables[0].items()}
+    return len(names) > 1 or None in names
 
 
 def bakes_over(ckpt, source_of: dict[str, str], averaged=None) -> bool:

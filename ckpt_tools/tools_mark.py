@@ -137,7 +137,7 @@ def _join_stated(have: dict, s: dict) -> None:
 
 
 def graph_written(doc: dict | None, sha256: str | None, carried: bool = False,
-                  baked_over: bool = False) -> dict | None:
+                  baked_over: bool = False, objects: bool = False) -> dict | None:
     """``doc`` (a mark about to be written) whose ``names_doubted`` records ``sha256``, the
     SHA-256 of the graph written beside the output as its own ``.meta``, or no
     ``graph_sha256`` where none was (``sha256`` ``None``): a graph recorded for an output
@@ -149,6 +149,9 @@ def graph_written(doc: dict | None, sha256: str | None, carried: bool = False,
     averages of several EMA objects, one of which the bake wrote over keys the graph says
     hold another's: review-32-attack-r117 F1-F3): no digest is recorded, and
     ``graph_of_input`` says why (:func:`~ckpt_tools.own_graph_mark.refuse_foreign_graph`).
+    ``objects``: that graph proves averages of several EMA objects
+    (:func:`~ckpt_tools.own_graph_mark.several_objects`): ``several_objects`` says that
+    without it no statement (``--not-swapped``) nor ``--no-meta`` pairs its names.
 
     Returns:
         ``doc``, changed in place.
@@ -156,6 +159,9 @@ def graph_written(doc: dict | None, sha256: str | None, carried: bool = False,
     d = names_doubted(doc)
     if d is not None:
         d.pop("graph_of_input", None)
+        d.pop("several_objects", None)
+        if objects:
+            d["several_objects"] = True
         if sha256 and not baked_over:
             d["graph_sha256"] = sha256
         else:
@@ -233,6 +239,7 @@ def _well_formed(doc: dict) -> bool:
                 or not isinstance(d.get("own", True), bool) \
                 or not isinstance(d.get("graph_written", True), bool) \
                 or not isinstance(d.get("graph_of_input", True), bool) \
+                or not isinstance(d.get("several_objects", True), bool) \
                 or not all(_strings(d.get(f, [])) for f in ("graphs", "inputs")) \
                 or not (isinstance(d.get("origins", []), list) and all(
                     _strings(x) and len(x) == 2 for x in d.get("origins", []))):
