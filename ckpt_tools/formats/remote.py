@@ -12,7 +12,9 @@ Imported only for URLs (:func:`ckpt_tools.formats._io.is_url`): a local ``ckpt l
 loads fsspec. Every fsspec call goes through :func:`.remote_errors.translate`, which turns the
 storage library's exceptions into one-line errors naming the URL (not found: exit 3; forbidden,
 credentials, changed while read, network failure: exit 1), under bounded timeouts. Writers are
-in :mod:`.remote_write`; S3's ETag-pinned reads and conditional writes in :mod:`.remote_s3`.
+in :mod:`.remote_write`; S3's ETag-pinned reads and conditional writes in :mod:`.remote_s3`;
+each protocol's filesystem is built in :mod:`.remote_fs`, ``http(s)://`` objects probed in
+:mod:`.remote_probe`.
 """
 
 from __future__ import annotations
@@ -27,19 +29,10 @@ from ..errors import (
     UnsupportedFormatError,
 )
 from . import remote_http, remote_s3
-from .remote_errors import (
-    INSTALL,
-    MAX_STATE,
-    PACKAGES,
-    S3_PROTOCOLS,
-    deadline,
-    fsspec_module,
-    max_whole,
-    s3_options,
-    timeouts,
-    translate,
-)
+from .remote_errors import deadline, translate
 from .remote_fetch import WholeFetches
+from .remote_fs import new_filesystem
+from .remote_probe import HttpProbes
 from .remote_readahead import RemoteFile, return_freed_buffers
 from .remote_urls import (  # noqa: F401 (imported from here: remote.normalize, ...)
     bucket_of,
@@ -56,7 +49,7 @@ from .remote_urls import (  # noqa: F401 (imported from here: remote.normalize, 
 PIECE = 8 << 20
 MAX_IN_FLIGHT = 16
 
-class Session(WholeFetches):
+class Session(WholeFetches, HttpProbes):
     """One command's view of remote storage: a fresh filesystem per URL protocol (so nothing
     is served from a listing cached by an earlier command), directory listings cached for the
     command's duration, and a count of the requests made (for tests and benchmarks).
@@ -99,54 +92,9 @@ class Session(WholeFetches):
         fs = self._fs.get(protocol)
         if fs is not None:
             return fs, fs._strip_protocol(url)
-        fsspec = fsspec_module(url)
-        if remote_http.is_http(protocol):
-            # Never fsspec's HTML-scraped listings (no sizes): objects are probed one by
-            # one (see remote_http); aiohttp's own timeouts bound each read.
-            import aiohttp
-            from fsspec.implementations.http import HTTPFileSystem
-
-            connect, read, _ = timeouts()
-            with translate(url, deadline()):
-                fs = HTTPFileSystem(skip_instance_cache=True, client_kwargs={
-                    "timeout": aiohttp.ClientTimeout(sock_connect=connect, sock_read=read)})
-            self._fs[protocol] = fs
-            return fs, url
-        from fsspec.registry import known_implementations
-
-        if protocol not in fsspec.available_protocols():
-            raise UnsupportedFormatError(
-                f"{url}: unknown URL protocol '{protocol}://' (s3://, gs:// and fsspec's "
-                "other storage protocols are read; a local path needs none)")
-        try:
-            cls = fsspec.get_filesystem_class(protocol)
-        except ImportError:
-            package = PACKAGES.get(protocol)
-            hint = (f"pip install {package}" if package else
-                    known_implementations.get(protocol, {}).get("err") or INSTALL)
-            raise UnsupportedFormatError(
-                f"{url}: reading {protocol}:// URLs needs "
-                f"{package.strip(chr(34)) if package else 'its fsspec backend'}: {hint}"
-            ) from None
-        try:
-            from_url = cls._get_kwargs_from_urls(url)
-        except Exception:  # noqa: BLE001 - a URL the backend cannot parse
-            from_url = {"host": None}
-        if "host" in from_url or "username" in from_url:
-            # ftp://, sftp://, smb://, webhdfs://: the filesystem is the host's, one per URL,
-            # and built from it; not supported (and never "a network failure": nothing sent).
-            raise UnsupportedFormatError(
-                f"{url}: {protocol}:// URLs (a host's filesystem) are not supported; use "
-                "s3://, gs:// or another bucket-style fsspec protocol, or copy the checkpoint "
-                "locally")
-        with translate(url, deadline()):
-            fs = cls(skip_instance_cache=True, **s3_options(protocol))
-        if protocol in S3_PROTOCOLS:
-            # s3fs retries on top of botocore's attempts (5 x 3 x the read timeout: a
-            # stalled endpoint took over 15 minutes); botocore's attempts are the bound.
-            fs.retries = 1
-        self._fs[protocol] = fs
-        return fs, fs._strip_protocol(url)
+        fs = self._fs[protocol] = new_filesystem(url, protocol)
+        # http(s)://: the URL itself (fsspec's http paths are URLs)
+        return fs, url if remote_http.is_http(protocol) else fs._strip_protocol(url)
 
     def call(self, fs, url: str, method: str, *args, nbytes: int = 0, **kwargs):
         """Calls ``fs.method(*args, **kwargs)`` under :func:`translate` with an overall
@@ -176,53 +124,6 @@ class Session(WholeFetches):
     def is_http(url: str) -> bool:
         """Returns whether ``url`` is an ``http(s)://`` URL (no listings: objects probed)."""
         return remote_http.is_http(url.split("://", 1)[0].lower())
-
-    def known(self, url: str) -> bool:
-        """Whether the size of http(s) object ``url`` is known without a request."""
-        return url.rstrip("/") in self._http
-
-    def _http_info(self, url: str, probe: bool = False) -> dict | None:
-        """Returns ``{size, etag?, last-modified?}`` of ``http(s)://`` object ``url`` (None:
-        absent), asked once per session: the state file, an ``.index`` or a ``.meta`` by
-        one GET of the whole object (kept until :meth:`fetch` reads it: the probe and the
-        read are one request), anything else (data shards) by a HEAD. ``probe``: a 403
-        answer is the object's absence (recorded in :attr:`forbidden`, not kept as it)."""
-        url = url.rstrip("/")
-        if url in self._http:
-            return self._http[url]
-        if probe and url in self.forbidden:
-            return None
-        try:
-            return self._http_asked(url)
-        except remote_http.StatusError as exc:
-            if not (probe and exc.status == 403):
-                with translate(url):
-                    raise
-            self.forbidden.add(url)
-            return None
-
-    def _http_asked(self, url: str) -> dict | None:
-        """:meth:`_http_info`'s request; a failure status raised as it came.
-
-        Raises:
-            remote_http.StatusError: a failure status (403, 500...).
-        """
-        fs, _ = self.fs(url)
-        self.requests += 1
-        base = url.rsplit("/", 1)[-1]
-        if base == "checkpoint" or base.endswith((".index", ".meta")):
-            limit = MAX_STATE if base == "checkpoint" else max_whole()
-            wait = deadline(limit)
-            with _passing_status(url, wait):
-                got = remote_http.fetch(fs, url, limit, wait)
-            info = None if got is None else got[0]
-            if got is not None and got[1] is not None:
-                self._bodies[url] = got[1]
-        else:
-            with _passing_status(url, deadline()):
-                info = remote_http.head(fs, url, deadline())
-        self._http[url] = info
-        return info
 
     def etag(self, url: str) -> str | None:
         """Returns the ETag of ``url`` from its directory's cached listing (no request), or
@@ -298,28 +199,6 @@ class Session(WholeFetches):
     def size(self, url: str) -> int | None:
         """Returns the size of object ``url`` (from its directory listing), None if absent."""
         info = self.info(url)
-        if info is None or info.get("type") == "directory":
-            return None
-        return int(info.get("size") or 0)
-
-    def probe_info(self, url: str) -> dict | None:
-        """:meth:`info` of an object that may not exist, asked only to learn whether it does
-        (a state file, a ``.meta``, a sibling's graph): over http(s) a 403 answer reads as
-        absent, as a public S3/GCS bucket without list permission answers for a missing
-        object (recorded in :attr:`forbidden`). Never for a file the command needs: its 403
-        stays "forbidden" (:meth:`info`).
-
-        Raises:
-            RemoteAccessError: another failure (401, 500, the network).
-        """
-        if not self.is_http(url):
-            return self.info(url)
-        info = self._http_info(url, probe=True)
-        return None if info is None else {**info, "type": "file"}
-
-    def probe_size(self, url: str) -> int | None:
-        """:meth:`size` as :meth:`probe_info` asks it (a 403 over http(s): absent)."""
-        info = self.probe_info(url)
         if info is None or info.get("type") == "directory":
             return None
         return int(info.get("size") or 0)
@@ -412,20 +291,6 @@ class Session(WholeFetches):
 
 _session = Session()
 return_freed_buffers()  # every URL command reads or writes through this module
-
-
-@contextmanager
-def _passing_status(url: str, wait: float | None):
-    """:func:`translate` of ``url``, but an HTTP failure status
-    (:class:`~.remote_http.StatusError`) passes through as it came, for the caller to read
-    (a probe's 403: :meth:`Session.probe_info`)."""
-    try:
-        yield
-    except remote_http.StatusError:
-        raise
-    except Exception:  # noqa: BLE001 (translated as translate() does)
-        with translate(url, wait):
-            raise
 
 
 def session() -> Session:
