@@ -15,7 +15,7 @@ from .ema_result import EmaMap
 from .ema_updates import proven_shadows
 from .emamap import ema_map, selected_by
 from .errors import EmaError, OutputError
-from .raw_shadows import raw_named_keys, restored_raw_holders, restored_raw_warning
+from .raw_shadows import raw_named_keys
 from .raw_stated import refuse_unstated_raw
 from .raw_unproven import (
     apart_note,
@@ -28,6 +28,7 @@ from .raw_unproven import (
     unproven_keys,
     unproven_warning,
 )
+from .restored_raw import restored_raw_holders, restored_raw_warning
 from .saved_swaps import raw_holders
 from .scoped_twins import scoped_average_twins, scoped_twin_keys, scoped_twin_warning
 from .slashed_stated import refuse_under_shadows, stated_slashed_shadows, under_shadows

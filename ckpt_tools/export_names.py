@@ -13,7 +13,7 @@ from . import roles as R
 from .checkpoint import Checkpoint
 from .errors import CheckpointError
 from .raw_key_names import raw_written_names
-from .raw_shadows import restored_raw_holders
+from .restored_raw import restored_raw_holders
 from .saved_swaps import raw_holders
 
 
@@ -22,7 +22,7 @@ def export_names(ckpt: Checkpoint, raw: bool, ema_name: str | None = None) -> di
     whose name that is not: with ``raw``, the holders
     :func:`~ckpt_tools.export_plan.plan_export` reads (a swapping Saver's
     :func:`~ckpt_tools.saved_swaps.raw_holders`, else a ``variables_to_restore()`` Saver's
-    :func:`~ckpt_tools.raw_shadows.restored_raw_holders`); without, each average of a
+    :func:`~ckpt_tools.restored_raw.restored_raw_holders`); without, each average of a
     variable no key stores (the variable's name). It names; it decides nothing: the export
     refuses what it refuses.
 

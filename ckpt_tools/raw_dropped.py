@@ -44,7 +44,7 @@ def refuse_dropped_model_keys(ckpt: Checkpoint, variables, plan: dict[str, str],
         plan: output name -> the key the plan writes under it.
         left_out: whether the caller's filters leave a key out (never refused nor said).
         shadows_said: the caller's warning names the keys written from EMA shadows as
-            averages left out (:func:`~ckpt_tools.raw_shadows.restored_raw_warning`), so
+            averages left out (:func:`~ckpt_tools.restored_raw.restored_raw_warning`), so
             :func:`refuse_dropped_averages` does not refuse them.
 
     Returns:

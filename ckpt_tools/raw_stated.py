@@ -124,15 +124,15 @@ def listed_averages_option(ckpt: Checkpoint, ema_name: str | None = None) -> str
 
 def stated_raw_pairs(holders: dict[str, str]) -> dict[str, str]:
     """Returns key -> export name for the keys of ``holders`` (export name -> key, as
-    :func:`~ckpt_tools.raw_shadows.restored_raw_holders` gives them) stored under another
+    :func:`~ckpt_tools.restored_raw.restored_raw_holders` gives them) stored under another
     name than the variable's: those ``--keys-are-raw`` decides."""
     return {k: n for n, k in holders.items() if k != n}
 
 
 def refuse_unstated_raw(ckpt: Checkpoint, holders: dict[str, str]) -> None:
     """Refuses ``export --raw`` of ``holders`` (export name -> key,
-    :func:`~ckpt_tools.raw_shadows.restored_raw_holders`) unless the caller stated
-    ``keys_are_raw``; then :func:`~ckpt_tools.raw_shadows.restored_raw_warning` says it.
+    :func:`~ckpt_tools.restored_raw.restored_raw_holders`) unless the caller stated
+    ``keys_are_raw``; then :func:`~ckpt_tools.restored_raw.restored_raw_warning` says it.
 
     Raises:
         UnprovenPairingError: (exit 6) the statement is not given: the keys may hold the

@@ -33,7 +33,7 @@ def written_from_own(sources: dict[str, list[str]], keys, *, whole: bool,
     """Key -> the variable the save op wrote it from, for each of ``keys`` written from the
     variable its name sits under (``w/ExponentialMovingAverage`` from ``w``): the one reader
     of "which key holds its own variable's raw value?" for :func:`.raw_named_keys` and
-    :func:`~ckpt_tools.raw_shadows.restored_raw_holders`, whose differences are the
+    :func:`~ckpt_tools.restored_raw.restored_raw_holders`, whose differences are the
     arguments and what they do with the answer (note20 "Second read").
 
     Every '/' of the key is tried as the variable's end, longest first: an EMA name may hold
@@ -47,7 +47,7 @@ def written_from_own(sources: dict[str, list[str]], keys, *, whole: bool,
         whole: `True`: a prefix written from all its partitions (``w/part_0``, ``w/part_1``
             under ``w/...``) counts as written from ``w`` (:func:`.raw_named_keys`); `False`:
             only a key written from exactly one variable, that prefix itself
-            (:func:`~ckpt_tools.raw_shadows.restored_raw_holders`, which exports partitions
+            (:func:`~ckpt_tools.restored_raw.restored_raw_holders`, which exports partitions
             apart).
         renamed: the graph's variables (op names): where given, also try every '/' as the
             variable's start, for a prefix a renaming Saver put before its name
