@@ -6,6 +6,7 @@ saved) and which option or output decides. :func:`~ckpt_tools.emamap.ema_map` ca
 from __future__ import annotations
 
 from . import roles as R
+from .elsewhere_hints import elsewhere_hint
 from .ema_missing import (
     KERAS3_LAYER_WEIGHTS,
     KERAS3_WEIGHTS,
@@ -21,7 +22,6 @@ from .ema_missing import (
     missing_hints,
     unsaved_inner_optimizers,
 )
-from .ema_proof import elsewhere_hint
 from .ema_scopes import scope_hints, vscoped_hint
 from .ema_sources import (
     foreign_sources,
