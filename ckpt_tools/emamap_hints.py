@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from . import roles as R
 from .elsewhere_hints import elsewhere_hint
-from .ema_missing import (
+from .ema_missing_hints import (
     KERAS3_LAYER_WEIGHTS,
     KERAS3_WEIGHTS,
     KERAS_EXPORT,

@@ -6,7 +6,7 @@ a problem line the restore refuses with. No TensorFlow import: variables are duc
 from __future__ import annotations
 
 from .checkpoint import Checkpoint
-from .ema_missing import MISFILED
+from .ema_missing_hints import MISFILED
 from .emamap import KEEP, ema_map, rescope
 from .errors import CheckpointError, EmaError
 from .graph_saved import plan_in_graph
