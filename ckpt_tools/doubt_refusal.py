@@ -47,11 +47,11 @@ def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
             "checkpoint it was written from; the keys as stored: ckpt export --raw --no-meta")
     if d.get("several_objects"):  # its input's graph proves several EMA objects (r117 F9)
         return UnprovenPairingError(
-            said + ", whose graph proves averages of several EMA objects, which --not-swapped "
-            "(a statement about a swapping Saver) does not pair, and no such graph is beside "
-            "it now (renamed, or copied without it): its names are not read alone. Copy it "
-            "with that graph beside it under its original name; the keys as stored: ckpt "
-            "export --raw --no-meta")
+            said + ", whose graph proves averages of several EMA objects: its names are not "
+            "read without that graph, neither under --not-swapped (a statement about a "
+            "swapping Saver) nor under --no-meta. Read it with the graph it was written with "
+            "beside it under its original name; the keys as stored: ckpt export --raw "
+            "--no-meta")
     if stated_of(doc).get("no_meta") and not d.get("graph_sha256"):
         # written under --no-meta: no graph was written with it, none can be copied beside
         # it, and its plain names hold what the keys named as averages held (r112 F3)

@@ -381,6 +381,11 @@ def test_a_bake_of_objects_over_disjoint_variables_reads_in_place(made, tmp_path
         said = " ".join(err.split())
         assert code == 6 and KEY in said and "pass --not-swapped" not in said, (stated, err)
         assert not (tmp_path / "c.npz").exists()
+    # in place, --no-meta is refused the same way, not said "copied without" its graph
+    code, _, err = run_cli(["export", str(tmp_path / "a/model.ckpt-2"), "--ema-name",
+                            "fast,slow", "--no-meta", "--out", str(tmp_path / "n.npz")])
+    said = " ".join(err.split())
+    assert code == 6 and "nor under --no-meta" in said and "copied without" not in said, err
 
 
 def test_averaging_copies_of_marked_bakes_names_their_writer(made, tmp_path):
