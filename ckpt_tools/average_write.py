@@ -393,11 +393,12 @@ def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
         copied.location.meta_path or copied.location.saved_model)
     from .own_graph_mark import bakes_over, several_objects
 
+    read = bake and copied is not None and not copied.meta_unread  # r119 F3
+
     return graph_written(mark, graph_digest(graph) if graph and names_doubted(mark) else None,
                          carried=bool(carry),  # copies of the doubting graphs (carry_doubt)
-                         baked_over=bake and graph is not None and bakes_over(
-                             copied, source_of or {}, averaged or ()),
-                         objects=bake and graph is not None and several_objects(copied))
+                         baked_over=read and bakes_over(copied, source_of or {}, averaged or ()),
+                         objects=read and several_objects(copied))  # graph copied or not
 
 
 def _write_average(ckpts, prefix, source_of, to_average, progress, shown, mark=None):

@@ -415,8 +415,8 @@ def written_mark(ckpt: Checkpoint, read=None, unread: str | None = None,
     from .own_graph_mark import bakes_over, graph_digest, several_objects
 
     return graph_written(mark, graph_digest(graph) if graph else None,
-                         baked_over=bool(graph) and bakes_over(ckpt, source_of or {}),
-                         objects=bool(graph) and several_objects(ckpt))
+                         baked_over=bakes_over(ckpt, source_of or {}),  # a graph
+                         objects=several_objects(ckpt))  # copied or not (r119 F3)
 
 
 def _stated_for(ckpt: Checkpoint, meta_copied: bool, read) -> dict:

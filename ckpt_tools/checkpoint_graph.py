@@ -13,7 +13,7 @@ which graph file it is read with and makes its view without one (``--no-meta``).
 
 from __future__ import annotations
 
-from .doubt_refusal import names_doubted_refusal
+from .doubt_refusal import names_doubted_refusal, strict_doubt
 from .errors import CheckpointError, CorruptCheckpointError, UnprovenPairingError
 from .formats.meta import MetaGraph, meta_decode_error, read_meta_graph
 from .formats.objgraph import OBJECT_GRAPH_KEY
@@ -84,8 +84,7 @@ def read_graph(location: Location, reader: Reader, tools_mark: dict | None, *, m
     # a bake's mark whose copied graph no longer says what its keys hold: no statement
     # about its inputs' Saver (--not-swapped) reads its names alone (review-32-attack-r117
     # F8; --no-meta: no_meta_own.refuse_baked_over)
-    baked_over = any((names_doubted(tools_mark) or {}).get(k)
-                     for k in ("graph_of_input", "several_objects"))
+    baked_over = strict_doubt(tools_mark)  # or averages crossed (review-32-attack-r119)
     if graph is not None and names_doubted(tools_mark) and (not not_swapped or baked_over):
         from .own_graph_mark import refuse_foreign_graph
 

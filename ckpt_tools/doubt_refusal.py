@@ -7,7 +7,8 @@ from __future__ import annotations
 from .errors import UnprovenPairingError
 from .tools_mark import RECORD_KEY, names_doubted, stated_of
 
-__all__ = ["doubt_writers", "names_doubted_refusal", "no_meta_doubted_refusal"]
+__all__ = ["doubt_writers", "names_doubted_refusal", "no_meta_doubted_refusal",
+           "strict_doubt"]
 
 
 def doubt_writers(d: dict) -> tuple[str, str]:
@@ -33,6 +34,23 @@ def doubt_writers(d: dict) -> tuple[str, str]:
     return " and ".join(who), f", and {by} carried that doubt into it"
 
 
+def strict_doubt(doc: dict | None) -> bool:
+    """Whether the mark ``doc`` doubts its keys' names in a way no statement about the
+    inputs' Saver lifts (``--not-swapped``) and ``--no-meta`` does not read past: a bake wrote
+    one EMA object's averages over keys its input's graph says hold another's
+    (``graph_of_input``), that graph proves several EMA objects (``several_objects``), or it
+    showed its Saver writing keys named as averages from other variables' or other EMA
+    objects' averages (``crossed``): such a Saver writes each variable under its own name, so
+    ``--not-swapped`` is true of it, and reading its names alone hands back the crossed
+    averages (review-32-attack-r119 F3b-F7).
+
+    Returns:
+        `bool`.
+    """
+    d = names_doubted(doc) or {}
+    return any(d.get(k) is True for k in ("graph_of_input", "several_objects", "crossed"))
+
+
 def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
     """The refusal (exit 6, ``--not-swapped``) of the pairing by names of the checkpoint
     ``path`` whose mark says ``ckpt average`` wrote it from inputs whose names a swapping
@@ -52,6 +70,13 @@ def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
             "swapping Saver) nor under --no-meta. Read it with the graph it was written with "
             "beside it under its original name; the keys as stored: ckpt export --raw "
             "--no-meta")
+    if d.get("crossed") is True:  # --not-swapped is true of it, and says nothing (r119)
+        return UnprovenPairingError(
+            said + ", which showed its Saver writing keys named as averages from other "
+            "variables' or other EMA objects' averages, and no such graph is beside it now: "
+            "its names are not read alone, whatever its inputs' Saver (no statement "
+            "decides). Copy it with that graph beside it under its original name; the keys "
+            "as stored: ckpt export --raw --no-meta")
     if stated_of(doc).get("no_meta") and not d.get("graph_sha256"):
         # written under --no-meta: no graph was written with it, none can be copied beside
         # it, and its plain names hold what the keys named as averages held (r112 F3)

@@ -162,11 +162,10 @@ def refuse_baked_over(ckpt) -> None:
     Raises:
         UnprovenPairingError: (exit 6, no option decides).
     """
-    from .doubt_refusal import names_doubted_refusal
-    from .tools_mark import names_doubted
+    from .doubt_refusal import names_doubted_refusal, strict_doubt
 
     mark = getattr(ckpt, "tools_mark", None)
-    if any((names_doubted(mark) or {}).get(k) for k in ("graph_of_input", "several_objects")):
+    if strict_doubt(mark):  # or averages crossed by its input's Saver (r119 F3b-F7)
         raise names_doubted_refusal(ckpt.path, mark)
 
 

@@ -20,7 +20,7 @@ from .formats._io import is_url
 
 __all__ = ["bakes_over", "evaluation_resave", "graph_digest", "misleading_left",
            "names_mislead", "own_graph_doubt", "refuse_foreign_graph", "renamed_keys",
-           "rewrites_misleading", "several_objects"]
+           "rewrites_misleading", "several_objects", "crosses_averages"]
 
 
 def names_mislead(ckpt) -> bool:
@@ -368,8 +368,36 @@ def own_graph_doubt(ckpts) -> dict | None:
              and not evaluation_resave(c)]
     if not shown:
         return None
-    return {"graphs": [str(c.meta_source).rstrip("/").rsplit("/", 1)[-1] for c in shown],
-            "inputs": [c.path for c in shown]}
+    doubt = {"graphs": [str(c.meta_source).rstrip("/").rsplit("/", 1)[-1] for c in shown],
+             "inputs": [c.path for c in shown]}
+    if any(crosses_averages(c) for c in shown):  # no --not-swapped lifts it (r119)
+        doubt["crossed"] = True
+    return doubt
+
+
+def crosses_averages(ckpt) -> bool:
+    """Whether the save op of ``ckpt``'s own graph wrote a key named as an average from a
+    proven average it does not name (another variable's, another EMA object's): a Saver
+    crossing averages, which writes each variable under its own name (review-32-attack-r119
+    F3b-F7); unlike a swap, no statement about swapping tells such keys apart.
+
+    Returns:
+        `bool` (``False`` where no single save op or no proven average is read).
+    """
+    read = _written(ckpt)
+    tables = _graph_tables(ckpt) if read is not None and read[1] else None
+    if tables is None:
+        return False
+    written, renamed = read[0], read[1]
+    _, suffixes, _ = tables
+    for key, vs in renamed.items():
+        if len(vs) != 1 or not any(key.endswith("/" + x) for x in suffixes):
+            continue  # a plain name (a swap's), or written from several variables
+        (src,) = vs
+        proven = tables[0].get(src) is not None or any(src.endswith("/" + x) for x in suffixes)
+        if proven and _misleads(key, vs, written, *tables):
+            return True
+    return False
 
 def refuse_foreign_graph(path: str, graph: str, doc: dict) -> UnprovenPairingError | None:
     """The refusal (exit 6) of reading the checkpoint ``path`` through its own graph file
@@ -380,7 +408,7 @@ def refuse_foreign_graph(path: str, graph: str, doc: dict) -> UnprovenPairingErr
     Returns:
         `UnprovenPairingError`, or ``None`` where ``graph`` is the recorded one.
     """
-    from .doubt_refusal import doubt_writers
+    from .doubt_refusal import doubt_writers, strict_doubt
     from .tools_mark import RECORD_KEY, names_doubted
 
     d = names_doubted(doc) or {}
@@ -402,9 +430,11 @@ def refuse_foreign_graph(path: str, graph: str, doc: dict) -> UnprovenPairingErr
         "beside it is "
         "not the graph it was written with (" + ("other bytes than recorded" if recorded else
                                                   "none was") + "): its save op proves nothing "
-        "of these keys. Move that file away (the keys are then read as the mark says), or, if "
-        "a Saver of each variable under its own name wrote the inputs, pass --not-swapped; "
-        "the keys as stored: ckpt export --raw --no-meta", option="--not-swapped")
+        "of these keys. Move that file away (the keys are then read as the mark says)"
+        + ("" if strict_doubt(doc) else  # --not-swapped is true of a crossing (r119)
+           ", or, if a Saver of each variable under its own name wrote the inputs, pass "
+           "--not-swapped") + "; the keys as stored: ckpt export --raw --no-meta",
+        option=None if strict_doubt(doc) else "--not-swapped")
 
 
 def rewrites_misleading(newest, source_of: dict[str, str], to_average) -> bool:

@@ -108,6 +108,12 @@ def _join_doubt(have: dict, d: dict) -> None:
         joined += [o for o in origins if o not in joined]
     if not origins or d.get("own"):
         have["own"] = True
+    # what no statement lifts is carried into every output written from it: an average of
+    # a bake's copies kept its doubt but lost graph_of_input, and --not-swapped then read
+    # slow's averages as fast's (review-32-attack-r119 F1)
+    for flag in ("graph_of_input", "several_objects", "crossed"):
+        if d.get(flag) is True:
+            have[flag] = True
 
 
 def _pairs(x) -> list[list[str]]:
@@ -158,16 +164,20 @@ def graph_written(doc: dict | None, sha256: str | None, carried: bool = False,
     """
     d = names_doubted(doc)
     if d is not None:
+        # an input's own (merged) flags are kept: its keys were baked over before (r119
+        # F1); a bake that copies no graph (--add-scope) records them too (r119 F3)
+        of_input = baked_over or d.get("graph_of_input") is True
+        objects = objects or d.get("several_objects") is True
         d.pop("graph_of_input", None)
         d.pop("several_objects", None)
         if objects:
             d["several_objects"] = True
-        if sha256 and not baked_over:
+        if sha256 and not of_input:
             d["graph_sha256"] = sha256
         else:
             d.pop("graph_sha256", None)
-            if sha256:
-                d["graph_of_input"] = True
+        if of_input:
+            d["graph_of_input"] = True
         d["graph_written"] = bool(sha256) or carried
     return doc
 
@@ -239,6 +249,7 @@ def _well_formed(doc: dict) -> bool:
                 or not isinstance(d.get("own", True), bool) \
                 or not isinstance(d.get("graph_written", True), bool) \
                 or not isinstance(d.get("graph_of_input", True), bool) \
+                or not isinstance(d.get("crossed", True), bool) \
                 or not isinstance(d.get("several_objects", True), bool) \
                 or not all(_strings(d.get(f, [])) for f in ("graphs", "inputs")) \
                 or not (isinstance(d.get("origins", []), list) and all(

@@ -404,3 +404,37 @@ def test_averaging_copies_of_marked_bakes_names_their_writer(made, tmp_path):
     said = " ".join(err.split())
     assert code == 6 and "key says ckpt restore-ema wrote it" in said, err
     assert "ckpt average wrote" not in said and not (tmp_path / "a").exists()
+
+
+def test_no_statement_reads_a_crossing_or_baked_over_mark_by_names(made, tmp_path):
+    """review-32-attack-r119: the bake-over mark was lost by an average of the bake's copies
+    (F1) and never written by a re-scoped bake, which copies no graph (F3); a Saver crossing
+    averages between variables writes each variable under its own name, so --not-swapped,
+    which the refusal offered, is true of it and read the crossed averages by name (F3b-F7).
+    Each is refused under --not-swapped and --no-meta, and the refusal of a crossing's copy
+    no longer offers --not-swapped."""
+    out, _ = made
+    run = out / "raw_holds_fast"
+    for i in (1, 2):
+        _bake(run, "restore-ema", ("slow", i, ()), tmp_path / f"r{i}")
+        _copy(tmp_path / f"r{i}", f"model.ckpt-{i}", tmp_path / f"c{i}", only=(".index", ".data"))
+    code, _, err = run_cli(["average", str(tmp_path / "c1/model.ckpt-1"),
+                            str(tmp_path / "c2/model.ckpt-2"), "--out", str(tmp_path / "a")])
+    assert code == 0, err
+    code, _, err = run_cli(["restore-ema", str(run / "model.ckpt-2"), "--ema-name", "slow",
+                            "--add-scope", "x/", "--out", str(tmp_path / "x")])
+    assert code == 0, err
+    code, _, err = run_cli(["restore-ema", str(out / "crossed/model.ckpt-3"),
+                            "--out", str(tmp_path / "k")])
+    assert code == 0, err
+    crossed = _copy(tmp_path / "k", "model.ckpt-3", tmp_path / "kc", only=(".index", ".data"))
+    code, _, err = run_cli(["export", str(crossed), "--out", str(tmp_path / "o.npz")])
+    assert code == 6 and "pass --not-swapped" not in " ".join(err.split()), err
+    for ckpt, name in ((tmp_path / "a/model.ckpt-2", "fast"), (tmp_path / "x/model.ckpt-2",
+                                                               "fast"), (crossed, None)):
+        for stated in (["--not-swapped"], ["--no-meta"]):
+            code, _, err = run_cli(["export", str(ckpt), *stated,
+                                    *(["--ema-name", name] if name else []),
+                                    "--out", str(tmp_path / "o.npz")])
+            assert code == 6, (ckpt, stated, err)  # was 0: slow's as fast's, V's as W's
+            assert not (tmp_path / "o.npz").exists()
