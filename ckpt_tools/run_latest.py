@@ -9,10 +9,12 @@ a file's modification time records only how the directory was copied (``cp``, ``
 - names that are one pattern differing only in integers (floats such as a loss in the name
   are not an order) are ordered by the first integer that differs between them, the step or
   epoch; where that integer does not tell every name apart, the names prove no order;
-- names of which at most one carries a number (``adam.keras``, ``model.keras``) record no
-  order: the last modified is taken, and the caller says so;
-- anything else (a numbered series beside other names, two series, two names carrying one
-  number) is refused: the user names a file.
+- names none of which carries a number (``adam.keras``, ``model.keras``) record no order:
+  the last modified is taken, and the caller says so;
+- anything else (a numbered series, or one numbered name such as ``ckpt-11``, beside other
+  names such as ``best``; two series; two names carrying one number) is refused: the user
+  names a file. ``best`` beside ``ckpt-11`` is a copy kept for its metric, older or newer:
+  only its modification time would choose, and that is no evidence (review-32-user-u34 F3).
 """
 
 from __future__ import annotations
@@ -120,17 +122,30 @@ def pick_latest(where: str, pool: list[str], candidates: list[str],
     else:
         if picked is not None:
             return picked, BY_NAME
-        numbered = [n for n in pool if _split(n)[1]]
-        if len(numbered) < 2:  # no two names carry a number: neither records a step
+        numbered = sorted(n for n in pool if _split(n)[1])
+        if not numbered:  # no name records a step: the mtime is all there is (documented)
             return max(pool, key=lambda n: (mtime(n), n)), BY_MTIME
-        reason = "they are not one numbered series"
+        if len(numbered) == 1:
+            others = "the other" if len(pool) == 2 else f"the {len(pool) - 1} others"
+            reason = f"{numbered[0]} carries a step number, {others} none"
+        else:
+            reason = "they are not one numbered series"
     shown = sorted(candidates)
     more = f" and {len(shown) - 8} more" if len(shown) > 8 else ""
     raise AmbiguousCheckpointError(
         f"{where}: {len(candidates)} candidate checkpoints and no 'checkpoint' state file, "
         f"and their names do not prove which is the latest ({reason}): "
         f"{', '.join(shown[:8])}{more}; modification times are not evidence (a copy resets "
-        "them): name the file to read")
+        f"them): name the file to read{_example(where, shown)}")
+
+
+def _example(where: str, names: list[str]) -> str:
+    """Returns `` (its prefix, e.g. DIR/ckpt-11)`` for TensorFlow checkpoints among ``names``
+    (``.index`` files: the prefix is what is typed), else ``""``."""
+    index = [n for n in names if n.endswith(".index")]
+    if not index:
+        return ""
+    return f" (its prefix, e.g. {where.rstrip('/')}/{index[0][: -len('.index')]})"
 
 
 def state_file_note(directory: str, state: str, written: str, used: str, written_exists: bool,

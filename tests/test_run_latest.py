@@ -163,3 +163,31 @@ def test_a_keras_file_older_by_its_name_than_a_weights_file(tmp_path, keras_name
     else:
         assert code == 0, err
         assert f"using {picked} (" in text and "names record no step" not in text, text
+
+
+@pytest.mark.parametrize("newest", ["best.", "ckpt-11."])
+def test_one_numbered_name_beside_best_is_refused(tf2_run, tmp_path, newest):
+    """Exactly ``ckpt-11`` and ``best`` (a copy of step 3) and no state file: ``best`` was
+    read because it was copied last, with exit 0 and a note, though the names prove no order
+    and a copy resets modification times (review-32-user-u34 F3). Refused (exit 6) whichever
+    is newer, naming both and the prefix to pass; the prefix then reads that step."""
+    run, truth = tf2_run
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for t, (src, dst) in enumerate(sorted(
+            [("ckpt-3", "best"), ("ckpt-11", "ckpt-11")],
+            key=lambda p: (p[1] + ".").startswith(newest))):
+        for ext in (".index", ".data-00000-of-00001"):
+            shutil.copyfile(run / (src + ext), copy / (dst + ext))
+            os.utime(copy / (dst + ext), (1_000_000 + t, 1_000_000 + t))
+    for command in (["list", str(copy)], ["export", str(copy), "--out", str(tmp_path / "x.npz")]):
+        code, _, err = run_cli(command)
+        text = " ".join(err.split())
+        assert code == 6 and not (tmp_path / "x.npz").exists(), err
+        assert "best.index, ckpt-11.index" in text and "not evidence" in text, text
+        assert f"e.g. {copy}/best)" in text and len(err.strip().splitlines()) == 1, err
+    for prefix, step in (("best", 3), ("ckpt-11", 11)):
+        out = tmp_path / f"{prefix}.npz"
+        code, _, err = run_cli(["export", str(copy / prefix), "--out", str(out)])
+        assert code == 0, err
+        assert_npz_holds(out, truth[step])
