@@ -120,6 +120,7 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
                 # keras_assumed: no import else
                 from .keras_assumed import (
                     copies_equal,
+                    equal_groups,
                     keras_assumptions,
                     refuse_assumed,
                     swap_refusal,
@@ -129,6 +130,9 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
                 if strict:
                     refuse_assumed(ckpt, assumed)
                 listing.assumed = [a.name for a in assumed]
+                if "fit_order" in listing.assumed:  # the groups that assumption is about
+                    listing.fit_order_pairs = sorted(
+                        w for _shape, _dtype, ws in equal_groups(ckpt) for w in ws)
                 listing.copies_equal = "not_swapped" not in listing.assumed and copies_equal(ckpt)
                 if listing.unproven is None and "not_swapped" in listing.assumed:
                     # inspection shows the pairing; every command that hands values back

@@ -68,6 +68,11 @@ class Listing(Record):
         marked: key -> name for each Keras optimizer variable shown with the ``?`` mark
             (:func:`~ckpt_tools.order_marks.marked_paths`): ``--json``'s ``path`` is that
             name, and its ``path_by_order`` is true (review-33-user-u33 F2).
+        fit_order_pairs: with ``assumed`` holding ``fit_order``, the weight keys whose pairing
+            with their EMA copy only fit()'s build order gives (equal shapes and dtypes:
+            :func:`~ckpt_tools.keras_fit_order.equal_groups`, the groups that assumption is
+            about); ``--json``'s ``"fit_order_pairs"``, present only when not empty: a shadow
+            of these is never counted as proven (review-32-user-u34 F2).
         orphans: what export and restore-ema warn of averages whose variables the file does
             not store (:func:`~ckpt_tools.orphan_averages.orphan_warnings`), set by
             :func:`~ckpt_tools.listing.list_variables`: a summary line of ``list``, and
@@ -96,7 +101,8 @@ class Listing(Record):
     _fields = ("checkpoint", "format", "meta", "variables", "total", "averaged_roles",
                "any_ema", "with_shadow", "expected", "by_key", "shards", "ema_evidence",
                "frozen", "saved_model", "unproven", "assumed", "copies_equal", "raw_expected",
-               "raw_named", "meta_note", "stated", "said", "raw_offer", "orphans", "marked")
+               "raw_named", "meta_note", "stated", "said", "raw_offer", "orphans", "marked",
+               "fit_order_pairs")
     _repr = tuple(f for f in _fields if f != "by_key")
 
     def __init__(self, checkpoint: str, format: str, meta: str | None,  # noqa: A002
@@ -136,6 +142,7 @@ class Listing(Record):
         self.raw_named = {} if raw_named is None else raw_named
         self.orphans: list[str] = []  # orphan_averages' warnings, the list command's words
         self.marked: dict[str, str] = {}  # key -> its name without the '?' shown (order_marks)
+        self.fit_order_pairs: list[str] = []  # weights only fit()'s order pairs (assumed)
 
     @property
     def decides(self) -> str | None:
@@ -195,6 +202,7 @@ class Listing(Record):
             "ema_unproven": self.unproven,
             "raw_named": self.raw_named,
             **({"assumed": self.assumed} if self.assumed else {}),
+            **({"fit_order_pairs": self.fit_order_pairs} if self.fit_order_pairs else {}),
             **({"meta_note": self.meta_note} if self.meta_note else {}),
             **self.stated,
             **({"warnings": self.orphans} if self.orphans else {}),
@@ -226,6 +234,7 @@ class Listing(Record):
             "saved_model": self.saved_model, "ema_unproven": self.unproven,
             "raw_named": self.raw_named,
             **({"assumed": self.assumed} if self.assumed else {}),
+            **({"fit_order_pairs": self.fit_order_pairs} if self.fit_order_pairs else {}),
             **({"meta_note": self.meta_note} if self.meta_note else {}),
             **self.stated,
             **({"warnings": self.orphans} if self.orphans else {}),
