@@ -294,3 +294,20 @@ if __name__ == "__main__":
             print(f"=== {where.split(':')[0]}:{line} {'ok' if matches(shown, got) else 'DIFFERS'}")
             print(f"$ {command}")
             print("\n".join(got))
+
+
+def test_readme_writes_each_out_once():
+    """A user following the README runs its examples in one directory: the second of two
+    examples writing one ``--out`` is exit 7 (``already exists``; review-32-user-u34: the
+    same ``restore-ema ... --out towers_ema/`` twice). An example shown refused (``error:``)
+    writes nothing, so the example after it may write that ``--out``."""
+    written: dict[str, int] = {}
+    for _start, commands in examples():
+        for line, command, shown in commands:
+            argv = shlex.split(command, comments=True)
+            if argv[:1] != ["ckpt"] or "--out" not in argv or "--force" in argv or any(
+                    s.startswith("error:") for s in shown):
+                continue
+            out = argv[argv.index("--out") + 1].rstrip("/")
+            assert out not in written, f"README.md:{line} writes {out} again (line {written[out]})"
+            written[out] = line
