@@ -311,6 +311,21 @@ def exclude_globs(ckpt: Checkpoint, exclude: list[str] | None,
 _REGEX_LOOK = re.compile(r"\.\*|\.\+|\\|\^|\$|\(|\||\{")
 
 
+def _escaped_hint(shown, globs: list[str]) -> str:
+    """``; 'ckpt list' shows control characters ... did you mean --grep $'a\\nb'?`` where a
+    glob selects a shown name once the escapes ``list`` shows are read back (a name pasted
+    from the table, as ``show`` says it: review-32-user-u34 MINOR); ``""`` otherwise."""
+    from ..variable import shell_word
+    from ._text import unclean
+
+    for g in globs:
+        meant = unclean(g)
+        if meant != g and any(fnmatch.fnmatchcase(n, meant) for n in shown):
+            return ("; 'ckpt list' shows control characters and backslashes escaped: did you "
+                    f"mean --grep {shell_word(meant)}?")
+    return ""
+
+
 def no_selection(path: str, names: NameFilter, exclude: list[str] | None = None,
                  what: str = "variable", shown=()):
     """Returns the exit-3 error every command gives when the name filters select nothing:
@@ -324,8 +339,9 @@ def no_selection(path: str, names: NameFilter, exclude: list[str] | None = None,
     given = [f"--grep {g!r}" for g in names.globs] + \
         [f"--regex {r.pattern!r}" for r in names.regexes] + \
         [f"--exclude {g!r}" for g in exclude or ()]
-    hint = ("; --grep takes a shell glob ('conv*/weights'), --regex a regular expression"
-            if any(_REGEX_LOOK.search(g) for g in names.globs) else "")
+    hint = _escaped_hint(shown, names.globs) or (
+        "; --grep takes a shell glob ('conv*/weights'), --regex a regular expression"
+        if any(_REGEX_LOOK.search(g) for g in names.globs) else "")
     if not hint and not exclude:
         hint = _whole_name_hint(shown, names.globs, "--grep")
     return VariableNotFoundError(f"{path}: the name filters select no {what} "
