@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .average_renumbered import pairing_fault, renumbering_fault
+from .average_shared import refuse_unproven_shared
 from .checkpoint import Checkpoint
 from .errors import UnprovenPairingError
 from .wording import counted
@@ -53,7 +54,7 @@ def _holds(name: str | None) -> str:
 
 
 def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str],
-                               pairing: dict | None = None) -> None:
+                               pairing: dict | None = None, bake: bool = False) -> None:
     """Refuses averaging ``keys`` of ``ckpts`` (the newest last) where the inputs' object
     graphs record another variable (``full_name``) under one of them: the mean would mix two
     variables' values; TF1 inputs (no object graph) where two inputs' own graphs record a key
@@ -65,7 +66,10 @@ def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str],
             proven training state, copied; checked before the ``--bake`` pairing's refusals,
             whose offers this refusal would otherwise refuse again).
         pairing: the command's pairing statements (``ema_name``, ``not_swapped``...), under
-            which each input's own EMA map is built where names were numbered otherwise.
+            which each input's own EMA map is built where names were numbered otherwise or
+            are named after a name several variables share
+            (:func:`~ckpt_tools.average_shared.refuse_unproven_shared`).
+        bake: whether the command bakes (its pairing then refuses an unbuildable map).
 
     Raises:
         UnprovenPairingError: (exit 6, ``option`` ``None``) naming the first input and key
@@ -101,6 +105,8 @@ def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str],
             "attributes swapped), and averaging by key would mix different variables' values: "
             "refused; average only checkpoints whose keys hold the same variables (no option "
             "decides)", option=None)
+    # equal names under a name several variables share prove nothing (r121 F3)
+    refuse_unproven_shared(ckpts, keys, pairing, bake)
 
 
 def _refuse_renumbered(ckpt: Checkpoint, newest: Checkpoint, have: dict, want: dict,

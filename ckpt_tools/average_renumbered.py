@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from .checkpoint import Checkpoint
 from .errors import CheckpointError
 
-__all__ = ["unnumbered", "renumbering_fault", "pairing_fault"]
+__all__ = ["unnumbered", "renumbering_fault", "pairing_fault", "proven_owners"]
 
 # TF's and Keras' uniquifying counter: "_<digits>" ending a name or a part of one
 _COUNTER = re.compile(r"_(\d+)(?=[_/]|$)")
@@ -85,7 +85,7 @@ def renumbering_fault(have: dict[str, str | None], want: dict[str, str | None],
     return None
 
 
-def _owners(ckpt: Checkpoint, pairing: dict) -> dict[str, str] | None:
+def proven_owners(ckpt: Checkpoint, pairing: dict) -> dict[str, str] | None:
     """Average key -> the weight key ``ckpt``'s own EMA map proves it belongs to, under the
     command's statements; ``None`` where that map cannot be built (refused, no averages)."""
     from .emamap import proven_pairs
@@ -103,8 +103,8 @@ def pairing_fault(old: Checkpoint, newest: Checkpoint, keys: Iterable[str],
     """The first average key (of ``keys``) that ``old``'s and ``newest``'s own EMA maps both
     prove, each to belong to another weight: (key, its weight in ``old``, in ``newest``);
     ``None`` where none does or a map cannot be built."""
-    theirs = _owners(old, pairing or {})
-    ours = _owners(newest, pairing or {}) if theirs is not None else None
+    theirs = proven_owners(old, pairing or {})
+    ours = proven_owners(newest, pairing or {}) if theirs is not None else None
     if theirs is None or ours is None:
         return None
     for k in sorted(keys):

@@ -252,7 +252,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
     refuse_disagreeing_graphs(ckpts)  # own graphs saying a key holds different things (r110 F5)
     # (before the pairing's refusals: an option offered there would be refused here, r118 F4)
     refuse_keys_held_otherwise(ckpts, [k for k, e in newest.entries().items()
-                                       if e.dtype_name in _AVERAGED], pairing)
+                                       if e.dtype_name in _AVERAGED], pairing, bake)
     if not (pairing or {}).get("use_meta", True):  # --no-meta: nor an input whose own graph
         for c in reversed(ckpts):  # shows its names mislead (r110 F6): the newest first
             refuse_baked_over(c)  # nor a bake's over another object's keys (r117 F10)

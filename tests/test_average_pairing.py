@@ -189,6 +189,19 @@ def test_issue_tf2_unnamed_list_bake_equals_the_mean_of_ema_average(unnamed_list
         np.testing.assert_array_equal(out[key], want, err_msg=key)
 
 
+def test_issue_tf2_unnamed_list_plain_average_is_refused(unnamed_list_run, tmp_path):
+    """review-32-attack-r121 F3: every average is named Variable/ExponentialMovingAverage[_N]
+    after a name 12 variables share; nothing in the files proves which variable's average a key
+    holds in each save (a resume may apply them in another order), so key-by-key averaging
+    is refused, saying so; --ema --bake --apply-order decides (the test above)."""
+    run, _ = unnamed_list_run
+    proc = run_in_process(["average", str(run), "--last", "2", "--out", str(tmp_path / "o")])
+    _one_line_error(proc, 6)
+    assert "named after 'Variable', a name 12 variables share" in proc.stderr, proc.stderr
+    assert "--apply-order true of every input" in proc.stderr, proc.stderr
+    assert not (tmp_path / "o").exists()
+
+
 def test_bake_with_an_unaveraged_weight_follows_the_refusal_to_allow_missing(tmp_path, tf):
     """TF1: ``net/scale`` is left out of ``ema.apply``; the refusal names --allow-missing,
     which average takes: the averaged plain names get the mean of ``ema.average(v)``, the

@@ -61,6 +61,17 @@ net.fit(rng.normal(size=(8, 5)).astype("float32"), rng.normal(size=(8, 4)).astyp
 kck.write(f"{out}/keras/ck")
 for i, a in enumerate(opt._model_variables_moving_average):
     truth[f"keras:{i}"] = a.numpy()
+# "unnamed" (review-32-attack-r121 F3): unnamed w, b (TF names both Variable); process 1
+# applies [w, b], the resume m.trainable_variables = [b, w]: ema/0 holds
+# Variable/ExponentialMovingAverage in both saves, w's average in ck-1 and b's in ck-2
+u = tf.Module(); u.w = tf.Variable(tf.zeros([3])); u.b = tf.Variable(tf.zeros([3]))
+if k == 2: tf.train.Checkpoint(model=u).read(f"{first}/unnamed/ck").expect_partial()
+uo = [u.w, u.b] if k == 1 else list(u.trainable_variables)
+ue = tf.train.ExponentialMovingAverage(0.5); ue.apply(uo); steps(uo, ue)
+tf.train.Checkpoint(model=u, ema=[ue.average(v) for v in uo]).write(f"{out}/unnamed/ck")
+truth.update({"unnamed:w": ue.average(u.w).numpy(), "unnamed:b": ue.average(u.b).numpy(),
+              "unnamed:ema0": ue.average(uo[0]).numpy()})
+assert ue.average(uo[0]).name == "Variable/ExponentialMovingAverage:0"
 print(k, e.average(m.w).name, r.average(l1.w).name, opt._trainable_variables[0].path)
 """
 
@@ -123,4 +134,21 @@ def test_a_list_rebuilt_in_another_order_numbered_on_is_refused(runs, tmp_path, 
     # (w/ExponentialMovingAverage_4, l1's _3 under ema/1): averaging by key would mix them
     assert code == 6, err
     assert "'ema/1'" in err and "numbering" in err and "no option decides" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("extra", [[], ["--ema"], ["--ema", "--bake"]])
+def test_averages_of_a_shared_name_applied_in_another_order_are_refused(runs, tmp_path, extra):
+    """review-32-attack-r121 F3: both saves record 'Variable/ExponentialMovingAverage' under
+    ema/0, ema.average(w) in ck-1 and ema.average(b) in ck-2 (the resume applied [b, w]): the
+    plain average wrote their mean, exit 0."""
+    _, _, truth1, truth2 = runs
+    np.testing.assert_array_equal(truth1["unnamed:ema0"], truth1["unnamed:w"])
+    np.testing.assert_array_equal(truth2["unnamed:ema0"], truth2["unnamed:b"])
+    code, err = _average(runs, "unnamed", tmp_path / "out", *extra)
+    assert code == 6, err
+    if "--bake" in extra:  # the pairing's own refusal: which average is whose
+        assert "ema/0 may average model/b or model/w" in err, err
+    else:
+        assert "'ema/0'" in err and "named after 'Variable', a name 2 variables share" in err
     assert not (tmp_path / "out").exists()

@@ -1,0 +1,111 @@
+"""``ckpt average`` of TF2 saves whose averages are named after a name several variables
+share (review-32-attack-r121 F3).
+
+TF names every unnamed ``tf.Variable`` ``Variable`` (and two modules' ``w`` are both ``w``);
+``ExponentialMovingAverage.apply`` then names their averages ``Variable/ExponentialMovingAverage``,
+``..._1``... in the order it got them, per process. A run resumed in a new process whose
+``ema.apply`` got the variables in another order (``[w, b]`` at one save,
+``m.trainable_variables`` = ``[b, w]`` at the next) records the same ``full_name`` under
+``ema/0`` in both saves, w's average in one and b's in the other: equal names there prove
+nothing, and averaging by key wrote the mean of w's and b's averages, exit 0.
+
+So a key whose recorded name is a variable named after a shared name (``S/...`` where ``S`` is
+the ``full_name`` of two or more floating-point keys of that input) is averaged only where
+each input's own EMA map (:func:`~ckpt_tools.emamap.proven_pairs`, under the command's
+statements) proves it the average of the same weight key; an optimizer slot is proven by its
+slot record instead (:mod:`~ckpt_tools.average_held`). Else the inputs are refused (exit 6).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .average_renumbered import proven_owners
+from .checkpoint import Checkpoint
+from .errors import UnprovenPairingError
+from .wording import counted
+
+__all__ = ["shared_name_keys", "refuse_unproven_shared"]
+
+_VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def _shown(key: str) -> str:
+    """``key`` without the suffix every object checkpoint's variable key carries."""
+    return key[:-len(_VALUE)] if key.endswith(_VALUE) else key
+
+
+def shared_name_keys(ckpt: Checkpoint, keys: list[str]) -> dict[str, tuple[str, int]]:
+    """Of ``keys`` (floating-point keys), those whose ``full_name`` in ``ckpt``'s object graph
+    is a variable named after a name two or more of ``keys`` record there: key -> (that
+    shared name, how many keys record it); ``{}`` where ``ckpt`` has no object graph."""
+    if ckpt.objects is None:
+        return {}
+    names = {k: ckpt.objects.full_names.get(k) for k in keys}
+    count = Counter(n for n in names.values() if n is not None)
+    shared = {n for n, c in count.items() if c > 1}
+    out: dict[str, tuple[str, int]] = {}
+    for k, n in names.items():
+        if n is None:
+            continue
+        # every shared name the recorded one is under: "Variable" for
+        # "Variable/ExponentialMovingAverage_1" (the longest, where several are)
+        under = [s for s in shared if n.startswith(s + "/")]
+        if under:
+            s = max(under, key=len)
+            out[k] = (s, count[s])
+    return out
+
+
+def refuse_unproven_shared(ckpts: list[Checkpoint], keys: list[str], pairing: dict | None,
+                           bake: bool) -> None:
+    """Refuses averaging ``keys`` of the TF2 ``ckpts`` (the newest last) where a key's recorded
+    name is under a name several variables share in some input and the inputs' own EMA maps
+    do not each prove it the average of the same weight key.
+
+    With ``bake``, where the newest input's own map cannot be built under the command's
+    statements, this returns: the ``--bake`` pairing then refuses that map with the option
+    that decides (``--apply-order``), which this check repeats for every input when given.
+
+    Raises:
+        UnprovenPairingError: (exit 6, ``option`` ``None``) naming the input, the key, the
+            shared name and why the files cannot tell which variable's average it holds.
+    """
+    unproven: dict[str, tuple[Checkpoint, str, int]] = {}
+    for ckpt in reversed(ckpts):
+        slots = ckpt.objects.slots if ckpt.objects is not None else {}
+        for k, (s, n) in shared_name_keys(ckpt, keys).items():
+            if k not in slots:  # a slot is proven by its slot record (average_held)
+                unproven.setdefault(k, (ckpt, s, n))
+    if not unproven:
+        return
+    newest = ckpts[-1]
+    ours = proven_owners(newest, pairing or {})
+    if ours is None and bake:
+        return  # the --bake pairing refuses the newest's map, naming what decides it
+    for ckpt in ckpts[:-1] if ours is not None else ckpts[-1:]:
+        theirs = proven_owners(ckpt, pairing or {}) if ours is not None else None
+        bad = sorted(k for k in unproven if theirs is None or k not in theirs
+                     or k not in ours or theirs[k] != ours[k])
+        if not bad:
+            continue
+        key = bad[0]
+        if theirs is not None and key in theirs and key in ours:
+            raise UnprovenPairingError(
+                f"{ckpt.path}: {_shown(key)!r} is the EMA average of {_shown(theirs[key])!r} "
+                f"there but of {_shown(ours[key])!r} in {newest.path}, as each one's own EMA "
+                "map proves: averaging by key would mix different variables' averages: "
+                "refused; average only checkpoints whose keys hold the same variables (no "
+                "option decides)", option=None)
+        holder, shared, many = unproven[key]
+        more = f" (and {counted(len(bad) - 1, 'other key')})" if len(bad) > 1 else ""
+        raise UnprovenPairingError(
+            f"{ckpt.path}: {_shown(key)!r} holds {holder.objects.full_names.get(key)!r}"
+            f"{'' if holder is ckpt else ' in ' + str(holder.path)}, named after "
+            f"{shared!r}, a name {counted(many, 'variable')} share there{more}: TF numbers "
+            "such averages _N in the order each process's ema.apply() got them, so equal "
+            "names do not prove that a key "
+            "holds the same variable's average in every input, and no EMA map of each input "
+            "proves it: averaging by key could mix different variables' averages: refused; "
+            "name the variables (name=) in the run, or, with --ema --bake, state an "
+            "--apply-order true of every input's ema.apply() (docs/averaging.md)", option=None)
