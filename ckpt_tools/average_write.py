@@ -16,6 +16,7 @@ from .average_doubt import carry_doubt, doubt_to_carry
 from .average_graphs import refuse_disagreeing_graphs
 from .average_held import refuse_keys_held_otherwise
 from .average_layouts import refuse_resumed_layouts
+from .average_renamed_doubt import refuse_renamed_doubt
 from .average_unknown import check_unknown_carried, unknown_to_carry
 from .checkpoint import Checkpoint
 from .emamap import ema_map, proven_pairs
@@ -246,6 +247,10 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
                 "whole tensor to average or copy, and leaving it out would break the .meta's "
                 "Saver; average cannot write it (restore-ema and export read this checkpoint "
                 "with --allow-missing or --raw)")
+    # a dict Saver shown by another save's graph only: nothing decides (r121 F4), so before
+    # the doubt's refusals, whose --not-swapped would let the mix through
+    refuse_renamed_doubt(ckpts, [k for k, e in newest.entries().items()
+                                 if e.dtype_name in _AVERAGED])
     carry = doubt_to_carry(ckpts, ema, bake,  # refused where it cannot be carried
                            no_meta=not (pairing or {}).get("use_meta", True))
     unknown = unknown_to_carry(ckpts, ema, bake, pairing)  # ... and where nothing can be

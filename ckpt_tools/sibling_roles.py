@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from .formats.meta_saver import PART
 
-__all__ = ["against_names", "is_variable"]
+__all__ = ["against_names", "is_variable", "names_another_variable"]
 
 _VARIABLE_OPS = frozenset({"VariableV2", "Variable", "VarHandleOp"})
 
@@ -89,3 +89,25 @@ def against_names(sources: dict[str, list[str]], nodes) -> tuple[str, list[str]]
         if not name.endswith(f"/{rest}") or owner in read and read[owner] != {parent}:
             return key, sources[key]
     return None
+
+
+def names_another_variable(key: str, sources: list[str], nodes) -> bool:
+    """Whether a save op wrote ``key`` from a variable its name does not name at all: not the
+    source, nor its shadow's or slot's variable, with a scope added or stripped, nor an
+    average's name of one of those (a ``var_list`` dict ``{"a": w}``, review-32-attack-r121
+    F4). A swapping Saver's key (``w`` from ``w/ExponentialMovingAverage``, ``w/EMA`` from
+    ``w``) names its variable and is ``False``; so is a key read from several variables.
+
+    Returns:
+        `bool`.
+    """
+    name = PART.sub("", key)
+    read = {PART.sub("", s) for s in sources}
+    if len(read) != 1:
+        return False  # (against_names doubts these; no one variable to compare)
+    source = next(iter(read))
+    owned = _owner(sources[0], nodes)
+    named = {source} | ({PART.sub("", f"/{owned[0]}")[1:]} if owned is not None else set())
+    parts = name.split("/")
+    stems = {"/".join(parts[:i]) for i in range(1, len(parts) + 1)}
+    return not any(a == b or _renamed(a, b) for a in stems for b in named)

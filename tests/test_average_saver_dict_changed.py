@@ -4,7 +4,11 @@ side of review-32-attack-r118 F4): ck-1 by ``Saver({"a": w, "c": b, "a/<EMA>": a
 ``.meta``. No key's name misleads within one save, so the own-graph check let them through and
 the mean of ck-1's average of ``w`` and ck-2's of ``b`` was exported as ``a``'s EMA value, exit
 0. Refused now (exit 6), naming the key and what each save op wrote under it; the same dict at
-both saves is still averaged. Truth: ``sess.run`` of each average at each save."""
+both saves is still averaged. Where only an older save wrote a ``.meta`` (review-32-attack-r121
+F4: ck-3's dict swapped, ck-2 and ck-3 without their own graph), ck-1's graph shows the dict that
+names the keys, and nothing shows it for the inputs: refused whatever is stated (the plain
+average and ``--ema --bake --not-swapped`` wrote the mean of w's and b's averages, exit 0).
+Truth: ``sess.run`` of each average at each save."""
 
 from __future__ import annotations
 
@@ -14,8 +18,8 @@ from helpers import run_cli
 from helpers_tf1 import run_tf1_script
 
 SCRIPT = '''
-def saves(case):
-    for k in (1, 2):
+def saves(case, n=2):
+    for k in range(1, n + 1):
         with tf.Graph().as_default():
             w = tf1.Variable(np.zeros([3], np.float32), name="w")
             b = tf1.Variable(np.zeros([3], np.float32), name="b")
@@ -24,7 +28,7 @@ def saves(case):
             update = ema.apply([w, b])
             noise = [v.assign_add(tf1.random.normal([3])) for v in (w, b)]
             aw, ab = ema.average(w), ema.average(b)
-            x, y = (w, b) if k == 1 or case == "same" else (b, w)
+            x, y = (w, b) if k == 1 or case == "same" or case == "sib" and k < 3 else (b, w)
             ax, ay = (aw, ab) if x is w else (ab, aw)
             saver = tf1.train.Saver({"a": x, "c": y, "a/ExponentialMovingAverage": ax,
                                      "c/ExponentialMovingAverage": ay, "global_step": gs})
@@ -34,12 +38,15 @@ def saves(case):
                     sess.run(noise)
                     sess.run(update)
                 sess.run(gs.assign(k))
-                saver.save(sess, f"{out}/{case}/model.ckpt", global_step=k)
+                # "sib": only the first save writes a .meta (the graph-once habit)
+                saver.save(sess, f"{out}/{case}/model.ckpt", global_step=k,
+                           write_meta_graph=case != "sib" or k == 1)
                 truth[f"{case}:{k}:w"], truth[f"{case}:{k}:b"] = sess.run([aw, ab])
 
 
 saves("changed")
 saves("same")
+saves("sib", 3)
 '''
 
 
@@ -74,3 +81,20 @@ def test_the_same_saver_at_every_save_is_averaged(made, tmp_path, tf):
         want = (truth[f"same:1:{n}"].astype(np.float64) + truth[f"same:2:{n}"]) / 2
         np.testing.assert_allclose(read.get_tensor(key), want.astype(np.float32), rtol=0,
                                    atol=1e-6)
+
+
+@pytest.mark.parametrize("extra", [[], ["--ema"], ["--ema", "--bake"],
+                                   ["--ema", "--bake", "--not-swapped"]])
+def test_a_dict_saver_shown_only_by_another_saves_graph_is_refused(made, tmp_path, extra):
+    out, truth = made
+    # the truth: ck-3's 'a' holds b's average, ck-2's w's (the dict changed)
+    assert not np.array_equal(truth["sib:3:w"], truth["sib:3:b"])
+    code, _, err = run_cli(["average", str(out / "sib" / "model.ckpt-2"),
+                            str(out / "sib" / "model.ckpt-3"), "--out", str(tmp_path / "out"),
+                            *extra])
+    err = " ".join(err.split())
+    assert code == 6, err  # was 0 for [] and --not-swapped: a = mean(2:w, 3:b)
+    assert "model.ckpt-1.meta, the graph of another checkpoint of its prefix, records a Saver " \
+        "that wrote 'a' from variable 'w'" in err and "(no option decides)" in err, err
+    assert "--not-swapped" not in err, err
+    assert not (tmp_path / "out").exists()
