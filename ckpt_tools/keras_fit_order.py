@@ -62,21 +62,26 @@ def fit_order_note(ckpt: Checkpoint) -> str:
 
 
 def trading_group(ckpt: Checkpoint, groups: list[tuple[tuple, str, list[str]]]) -> str:
-    """The first group of weights that could trade copies, in a few words (bounded: long
-    names cut), for the ``fit_order`` note (review-11-user-r12 F1)."""
+    """The first group of weights that could trade copies (an unchecked one where there is
+    one), in a few words (bounded: long names cut), for the ``fit_order`` note
+    (review-11-user-r12 F1)."""
     paths = ckpt.reader.keras.paths
 
     def name(k: str) -> str:
         p = paths.get(k, k)
         return p if len(p) <= 48 else p[:22] + "..." + p[-22:]
 
+    # Groups whose values were not compared (too small, noise-level: keras_order_values) are
+    # said so: their copies' trade is refused nowhere (review-21-user-u23 F4). One of them is
+    # named first, since nothing checked it: the copies a loop traded between two Dense(8)
+    # biases were exported while the note named the kernels the values had checked
+    # (review-32-user-u34 F1).
+    why = unchecked(ckpt)
+    groups = sorted(groups, key=lambda g: g[2][0] not in why)  # stable: build order kept
     shape, dtype, ws = groups[0]
     shown = " and ".join(map(name, ws[:2])) + (f" (and {len(ws) - 2} more)" if ws[2:] else "")
     more = len(groups) - 1
     dims = "[" + ",".join(map(str, shape)) + "]"  # a shape as list's column shows it, not a count
-    # Groups whose values were not compared (too small, noise-level: keras_order_values) are
-    # said so: their copies' trade is refused nowhere (review-21-user-u23 F4).
-    why = unchecked(ckpt)
     first = f" unchecked ({why[ws[0]]})" if ws[0] in why else ""
     others = sum(gw[0] in why for _s, _d, gw in groups[1:])
     return (f"{shown} ({dims} {dtype}) could trade EMA copies{first}"

@@ -128,9 +128,10 @@ def test_fit_order_states_what_strict_refuses(midfit, tmp_path):
     doc = json.loads(text)
     assert doc["assumed"] == ["fit_order"], text
     note = next(n for n in doc["notes"] if "fit() builds the optimizer" in n)
-    # the [4] biases are too small for their copies' values to be compared: said (u23 F4)
-    assert note.startswith("a/kernel and b/kernel ([4,4] float32) could trade EMA copies, and "
-                           "1 more group of weights (1 unchecked): "), note
+    # the [4] biases are too small for their copies' values to be compared: said (u23 F4),
+    # and named first, since nothing checked them (review-32-user-u34 F1)
+    assert note.startswith("a/bias and b/bias ([4] float32) could trade EMA copies unchecked "
+                           "(under 16 elements), and 1 more group of weights: "), note
     assert "--fit-order" in note and len(note) < 600, note
     code, _, err = run_cli(["export", str(path), "--out", str(out), "--strict", "--force",
                             "--not-swapped"])
