@@ -181,7 +181,10 @@ def ema_map(
         raise UnprovenPairingError(str(unknown), option=unknown.option)
     if not_swapped:
         ckpt.not_swapped = True  # its meta-less view too
-    if not use_meta:  # --no-meta: its own graph shows the names mislead (r110 F6), or
+    # --no-meta, or a checkpoint opened with meta=False (its Python twin, which arrived here
+    # with use_meta=True and skipped every rule below: review-32-attack-r122 F1): its own
+    # graph shows the names mislead (r110 F6), or
+    if not use_meta or getattr(ckpt, "graph_declined", False):
         from .no_meta_mark import refuse_unrecorded  # its mark (r117), where no output
         from .no_meta_own import refuse_baked_over, refuse_own_graph_swap  # records it (s32l)
 

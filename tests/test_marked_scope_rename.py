@@ -438,3 +438,20 @@ def test_no_statement_reads_a_crossing_or_baked_over_mark_by_names(made, tmp_pat
                                     "--out", str(tmp_path / "o.npz")])
             assert code == 6, (ckpt, stated, err)  # was 0: slow's as fast's, V's as W's
             assert not (tmp_path / "o.npz").exists()
+
+
+def test_python_meta_false_is_refused_as_no_meta_is(made, tmp_path):
+    """review-32-attack-r122 F1: ``open_checkpoint(path, meta=False)``, the Python side of
+    --no-meta, reached ema_map with use_meta=True, so none of --no-meta's refusals ran:
+    export_weights of a Saver crossing EMA objects' averages, or of a bake-over output's
+    copy, handed back another object's averages. Both are refused, as the CLI's are."""
+    from ckpt_tools import UnprovenPairingError, export_weights, open_checkpoint
+
+    out, _ = made
+    _bake(out / "raw_holds_fast", "restore-ema", ("slow", 2, ()), tmp_path / "r")
+    copy = _copy(tmp_path / "r", "model.ckpt-2", tmp_path / "c", only=(".index", ".data"))
+    for path in (out / "objects_crossed/model.ckpt-3", copy):
+        with open_checkpoint(str(path), meta=False) as ckpt, \
+                pytest.raises(UnprovenPairingError):
+            export_weights(ckpt, str(tmp_path / "o.npz"), ema_name="fast")
+        assert not (tmp_path / "o.npz").exists()
