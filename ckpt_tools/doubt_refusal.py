@@ -67,16 +67,22 @@ def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
         return UnprovenPairingError(
             said + ", whose graph proves averages of several EMA objects: its names are not "
             "read without that graph, neither under --not-swapped (a statement about a "
-            "swapping Saver) nor under --no-meta. Read it with the graph it was written with "
-            "beside it under its original name; the keys as stored: ckpt export --raw "
-            "--no-meta")
+            "swapping Saver) nor under --no-meta. "
+            + ("Read it with the graph it was written with beside it under its original "
+               "name; " if d.get("graph_written", True) else
+               "Read the averages from the checkpoints it was written from; ")
+            + "the keys as stored: ckpt export --raw --no-meta")
     if d.get("crossed") is True:  # --not-swapped is true of it, and says nothing (r119)
         return UnprovenPairingError(
             said + ", which showed its Saver writing keys named as averages from other "
             "variables' or other EMA objects' averages, and no such graph is beside it now: "
             "its names are not read alone, whatever its inputs' Saver (no statement "
-            "decides). Copy it with that graph beside it under its original name; the keys "
-            "as stored: ckpt export --raw --no-meta")
+            "decides). " + ("Copy it with that graph beside it under its original name; "
+                            if d.get("graph_written", True) else
+                            # none was written with it: copying its input's graph beside it
+                            # is refused as not its own (review-32-attack-r122 F2)
+                            "Read the averages from the checkpoints it was written from; ")
+            + "the keys as stored: ckpt export --raw --no-meta")
     if stated_of(doc).get("no_meta") and not d.get("graph_sha256"):
         # written under --no-meta: no graph was written with it, none can be copied beside
         # it, and its plain names hold what the keys named as averages held (r112 F3)
