@@ -114,10 +114,16 @@ def beside(objects: ObjectGraph, key: str, heads) -> bool:
     own attributes beside its weights (``enc.w_avg = fast.average(enc.w)``,
     ``Checkpoint(block)`` with ``block.w_avg``). A key tracked only by a sub-module
     (``m.sub.d`` named ``w/fast`` beside ``m.w``) is not: a sub-module named like a weight
-    names its own variables so (review-32-attack-r118 F3)."""
+    names its own variables so (review-32-attack-r118 F3), nor one tracked by an object
+    that holds ``v`` only as a second reference (r123 F1)."""
     held = _held_by(objects)
     mine = held.get(key, frozenset())
-    return any(mine & held.get(h, frozenset()) for h in heads)
+    # ... and that object is where the head's own (first) path runs: a sub-module keeping a
+    # reference to m.w (a tied weight) beside its own weight named w/fast tracks both, yet
+    # that weight is no more w's average than in F3 (review-32-attack-r123 F1)
+    here = objects.paths.get(key, key).rpartition("/")[0]
+    return any(mine & held.get(h, frozenset())
+               and objects.paths.get(h, h).rpartition("/")[0] == here for h in heads)
 
 
 def refuse_sub_module_held(ckpt, variables: dict, apart: dict, ema_name: str) -> None:

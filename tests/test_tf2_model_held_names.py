@@ -166,3 +166,28 @@ def test_a_sub_module_weight_named_like_an_average_is_never_one(tf, tmp_path):
         assert result.exit_code == 6 and not out.exists(), (d.name, args, said)
         assert "a variable the model itself tracks, in the sub-module model/sub" in said, said
         assert "--exclude" not in said, said
+
+
+def test_a_sub_module_holding_a_reference_beside_its_own_weight_is_refused(tf, tmp_path):
+    """review-32-attack-r123 F1: ``m.sub`` keeps a reference to ``m.w`` (a tied weight) and
+    its own weight ``d`` named ``w/fast``; an EMA truly named ``fast`` averages ``u`` only.
+    914f0e6 read d as w's average because an object tracking d also tracks w: the split
+    refusal's ``--exclude model/u`` offer exported d's value as w's average, exit 0. Only the
+    object w's own (first) path runs through counts: refused."""
+    m = tf.Module()
+    m.w = tf.Variable([1.0, 2.0], name="r123_w")
+    m.u = tf.Variable([3.0, 4.0], name="r123_u")
+    m.sub = tf.Module()
+    m.sub.w = m.w  # a second reference, not w's own path
+    m.sub.d = tf.Variable([7.0, 7.0], name="r123_w/r123f")
+    fast = tf.train.ExponentialMovingAverage(0.5, name="r123f")
+    fast.apply([m.u])
+    m.u.assign([5.0, 6.0])
+    fast.apply([m.u])
+    tf.train.Checkpoint(model=m, ema=[fast.average(m.u)]).write(str(tmp_path / "ck" / "ckpt"))
+    out = tmp_path / "x.npz"
+    for args in ([], ["--exclude", "model/u"], ["--allow-missing"]):
+        result = _export(tmp_path / "ck", out, "--ema-name", "r123f", *args)
+        said = " ".join(result.stderr.split())
+        assert result.exit_code == 6 and not out.exists(), (args, said)  # was 0: w = [7, 7]
+        assert "a variable the model itself tracks" in said, said
