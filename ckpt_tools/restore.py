@@ -29,6 +29,7 @@ from .restore_plan import (
 from .restore_problems import NO_VARIABLES, entry_mismatch, keras_pointer, restore_advice
 from .restore_saver import ema_saver, opened, tensorflow
 from .tfk_order import has_open_averages
+from .user_ema_swap import unswapped_written
 from .wording import counted
 
 __all__ = ["RestoreResult", "apply_ema", "ema_saver", "restore_ema"]
@@ -296,8 +297,12 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
                            "was saved from (or one of its children), or a list of variables")
         # what the pairing assumed: tf_keras averages placed in the live model's (fit()'s)
         # order; a Keras 3 optimizer's copies read as not swapped is refused (before any
-        # assignment), never taken by default
-        assumed = ([LIVE_FIT_ORDER] if fit_order else []) + keras_assumptions(ckpt)
+        # assignment), never taken by default, but only where what is assigned reads those
+        # copies or the weights they cover: a tf.train.ExponentialMovingAverage's averages
+        # (ema_name="fast") are its own whether or not the Keras copies were swapped, as the
+        # CLI's --ema-name decides (unswapped_written; review-32-attack-r123 M2)
+        assumed = ([LIVE_FIT_ORDER] if fit_order else []) + unswapped_written(
+            ckpt, keras_assumptions(ckpt), [src for _, src in assignments])
         refuse_assumed(ckpt, assumed, strict=False)
         for v, src in assignments:
             v.assign(np.array(ckpt.tensor(src), copy=True))  # see restore_ema: never alias

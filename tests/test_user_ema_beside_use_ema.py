@@ -159,3 +159,30 @@ def test_a_refusals_probes_leave_no_not_swapped_stated(made, tmp_path):
     code, _o, err = run_cli(["show", str(out / "all"), "sgd/net_d1_kernel_average"])
     assert "you stated --not-swapped" not in err, err
     assert code == 6 and "--not-swapped" in err, err
+
+
+def test_apply_ema_of_the_user_averages_asks_no_swap_question(made):
+    """``apply_ema(..., ema_name="ema")`` asked for ``not_swapped=True`` where the CLI's
+    ``--ema-name ema`` does not: a swap would have exchanged only the model's weights and the
+    optimizer's copies, neither of which is read, so the user object's averages are assigned
+    as they are, bare model or wrapped (review-32-attack-r123 M2). The optimizer's copies
+    still ask it."""
+    tf = pytest.importorskip("tensorflow")
+    keras = pytest.importorskip("keras")
+    from ckpt_tools import UnprovenPairingError, apply_ema
+
+    out, truth = made
+    user, opt = list(_of(truth, "user").values()), list(_of(truth, "opt").values())
+    for wrap in (False, True):
+        net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, name="d1"),
+                                keras.layers.Dense(2, name="d2")], name="net")
+        live = tf.train.Checkpoint(model=net) if wrap else net
+        apply_ema(live, str(out / "all"), ema_name="ema")
+        for v, want in zip(net.trainable_variables, user, strict=True):
+            np.testing.assert_array_equal(v.numpy(), want)
+        with pytest.raises(UnprovenPairingError) as exc:
+            apply_ema(live, str(out / "all"), ema_name="optimizer")
+        assert exc.value.option == "--not-swapped", str(exc.value)
+        apply_ema(live, str(out / "all"), ema_name="optimizer", not_swapped=True)
+        for v, want in zip(net.trainable_variables, opt, strict=True):
+            np.testing.assert_array_equal(v.numpy(), want)
