@@ -53,6 +53,14 @@ def _holds(name: str | None) -> str:
     return "no variable name recorded" if name is None else f"variable {name!r}"
 
 
+def _both(have: dict, want: dict, key: str, newest: Checkpoint) -> str:
+    """What ``key`` holds in an older input (``have``) and the newest, in words: the one name
+    once where both record the same."""
+    if have.get(key) == want.get(key):
+        return f"{_holds(have.get(key))} in both"
+    return f"{_holds(have.get(key))} there and {_holds(want.get(key))} in {newest.path}"
+
+
 def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str],
                                pairing: dict | None = None, bake: bool = False) -> None:
     """Refuses averaging ``keys`` of ``ckpts`` (the newest last) where the inputs' object
@@ -120,17 +128,28 @@ def _refuse_renumbered(ckpt: Checkpoint, newest: Checkpoint, have: dict, want: d
         UnprovenPairingError: (exit 6, ``option`` ``None``) naming the input, the key and what
             each records or proves there.
     """
-    key = renumbering_fault(have, want, differ)
-    if key is None:
-        key = renumbering_fault(have, want, keys)  # the order among unchanged names too
-    if key is not None:
+    found = renumbering_fault(have, want, differ)
+    if found is None:
+        found = renumbering_fault(have, want, keys)  # the order among unchanged names too
+    if found is not None:
+        key, other = found
+        if other is None:
+            what = (f"{_shown(key)!r} holds {_holds(have.get(key))} there but "
+                    f"{_holds(want.get(key))} in {newest.path}, as their object graphs record: "
+                    "more than TF's or Keras' _N numbering of another process differs (a name "
+                    "of its own, or the numbers in another order: a list rebuilt otherwise, "
+                    "objects swapped)")
+        else:  # both keys' names, in each input: one of them may hold the same name in both
+            # (review-32-attack-r123 M1: "'ema/2' holds X there but X in ...")
+            what = (f"{_shown(other)!r} holds {_both(have, want, other, newest)}, while "
+                    f"{_shown(key)!r} holds {_both(have, want, key, newest)}, as their object "
+                    "graphs record: their _N numbers are in another order in each, more "
+                    "than another process's numbering changes (a list rebuilt otherwise, "
+                    "objects swapped)")
         raise UnprovenPairingError(
-            f"{ckpt.path}: {_shown(key)!r} holds {_holds(have.get(key))} there but "
-            f"{_holds(want.get(key))} in {newest.path}, as their object graphs record: more "
-            "than TF's or Keras' _N numbering of another process differs (a name of its own, "
-            "or the numbers in another order: a list rebuilt otherwise, objects swapped), and "
-            "averaging by key could mix different variables' values: refused; average only "
-            "checkpoints whose keys hold the same variables (no option decides)", option=None)
+            f"{ckpt.path}: {what}, and averaging by key could mix different variables' values: "
+            "refused; average only checkpoints whose keys hold the same variables (no option "
+            "decides)", option=None)
     fault = pairing_fault(ckpt, newest, differ, pairing)
     if fault is not None:
         key, theirs, ours = fault

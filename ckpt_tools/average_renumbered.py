@@ -58,14 +58,21 @@ def _counters(name: str) -> tuple[tuple[int, ...], ...]:
 
 
 def renumbering_fault(have: dict[str, str | None], want: dict[str, str | None],
-                      keys: Iterable[str]) -> str | None:
+                      keys: Iterable[str]) -> tuple[str, str | None] | None:
     """The first key (of ``keys``) whose names in ``have`` (an older input) and ``want`` (the
-    newest) do not differ by an order-keeping renumbering alone; ``None`` where all do."""
+    newest) do not differ by an order-keeping renumbering alone.
+
+    Returns:
+        ``(key, None)`` where its two names differ by more than counters; ``(key, other)``
+        where its counters and ``other``'s (names that strip to the same name) are in another
+        order in each input (``key``'s two names may then be equal: the difference is what
+        ``other`` holds); ``None`` where every key's names differ by such a renumbering alone.
+    """
     groups: dict[str, list[str]] = {}
     for k in sorted(keys):
         a, b = have.get(k), want.get(k)
         if a is None or b is None or unnumbered(a) != unnumbered(b):
-            return k
+            return k, None
         groups.setdefault(unnumbered(a), []).append(k)
     for members in groups.values():
         if len(members) < 2:
@@ -73,7 +80,7 @@ def renumbering_fault(have: dict[str, str | None], want: dict[str, str | None],
         a_of = {k: _counters(have[k]) for k in members}
         b_of = {k: _counters(want[k]) for k in members}
         if any(len(a_of[k]) != len(b_of[k]) for k in members):
-            return members[0]
+            return members[0], None
         for i in range(len(a_of[members[0]])):
             # the older input's counter at position i, ascending: the newest's must ascend
             # with it, strictly where the older one's does (and stay where it stays)
@@ -81,7 +88,7 @@ def renumbering_fault(have: dict[str, str | None], want: dict[str, str | None],
             for k1, k2 in zip(seq, seq[1:], strict=False):
                 a1, a2, b1, b2 = a_of[k1][i], a_of[k2][i], b_of[k1][i], b_of[k2][i]
                 if (a1 == a2) != (b1 == b2) or b2 < b1:
-                    return k2
+                    return k2, k1
     return None
 
 

@@ -45,6 +45,14 @@ r = tf.train.ExponentialMovingAverage(0.5); r.apply([l1.w, l2.w]); steps([l1.w, 
 held = [r.average(l1.w), r.average(l2.w)]
 tf.train.Checkpoint(layers=[l1, l2], ema=held if k == 1 else held[::-1]).write(
     f"{out}/reorder/ck")
+# "reorder0" (review-32-attack-r123 M1): the resume's throwaway EMA takes v/...Average, so its
+# list rebuilt reversed records v/..._1 under ema/1 in both saves (l1's in ck-1, l2's in ck-2)
+if k == 2: tf.train.ExponentialMovingAverage(0.5).apply([tf.Variable(tf.zeros([3]), name="v")])
+q1, q2 = tf.Module(), tf.Module()
+q1.v = tf.Variable(tf.zeros([3]), name="v"); q2.v = tf.Variable(tf.zeros([3]), name="v")
+q = tf.train.ExponentialMovingAverage(0.5); q.apply([q1.v, q2.v]); steps([q1.v, q2.v], q)
+qs = [q.average(q1.v), q.average(q2.v)]
+tf.train.Checkpoint(ema=qs if k == 1 else qs[::-1]).write(f"{out}/reorder0/ck")
 # "keras": an unnamed Sequential of two Dense, Adam(use_ema), one epoch per process
 def make():
     net = keras.Sequential([keras.Input((5,)), keras.layers.Dense(4), keras.layers.Dense(4)])
@@ -151,4 +159,17 @@ def test_averages_of_a_shared_name_applied_in_another_order_are_refused(runs, tm
         assert "ema/0 may average model/b or model/w" in err, err
     else:
         assert "'ema/0'" in err and "named after 'Variable', a name 2 variables share" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_reordered_list_names_what_differs_where_one_key_keeps_its_name(runs, tmp_path):
+    """review-32-attack-r123 M1: ema/1 records 'v/ExponentialMovingAverage_1' in both saves
+    (l1's average in ck-1, l2's in ck-2); the refusal named that one name twice as "the
+    difference". It now names ema/0's two names, which show the counters' other order."""
+    code, err = _average(runs, "reorder0", tmp_path / "out")
+    assert code == 6, err
+    assert ("'ema/0' holds variable 'v/ExponentialMovingAverage' there and variable "
+            "'v/ExponentialMovingAverage_2' in ") in err, err
+    assert "'ema/1' holds variable 'v/ExponentialMovingAverage_1' in both" in err, err
+    assert "there but variable 'v/ExponentialMovingAverage_1' in" not in err, err
     assert not (tmp_path / "out").exists()
