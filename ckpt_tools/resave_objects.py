@@ -9,11 +9,18 @@ file says which of the graph's Savers restored them, so neither what the keys' n
 from __future__ import annotations
 
 from .errors import UnprovenPairingError
+from .formats.graph_def import read_graphs, through_reads
 from .formats.meta_saver import PART, saved_sources_all
 from .save_op import graph_file, graph_named, written_sources
 from .wording import agreeing, counted
 
-__all__ = ["crossed_refusal", "other_ema_named", "sits_under"]
+__all__ = ["crossed_refusal", "other_ema_named", "restored_ema_named", "sits_under"]
+
+# ops that read a checkpoint's keys (their tensor_names: input 1) outside a Saver's scope:
+# tf1.train.init_from_checkpoint's and warm_start's checkpoint_initializer* (RestoreV2)
+_RESTORE_OPS = frozenset({"RestoreV2", "RestoreSlice", "Restore"})
+_SAVE_OPS = frozenset({"SaveV2", "SaveSlices", "Save"})
+_ASSIGNS = frozenset({"Assign", "AssignVariableOp"})
 
 
 def other_ema_named(ckpt, name: str) -> tuple[str, str] | None:
@@ -32,6 +39,47 @@ def other_ema_named(ckpt, name: str) -> tuple[str, str] | None:
             var = sits_under(key, src)
             if var is not None and key[len(var) + 1:] != name:
                 return key, var
+    return restored_ema_named(ckpt, name)
+
+
+def restored_ema_named(ckpt, name: str) -> tuple[str, str] | None:
+    """A key ``<v>/<suffix>`` (another suffix than the EMA name ``name``) that a restore op of
+    ``ckpt``'s graph file outside every Saver's scope reads into a variable ``<v>`` (or a part
+    of it) that a Saver of the graph writes under ``<v>/<name>``: ``tf1.train
+    .init_from_checkpoint(ckpt, {"w/fast": w})`` or ``warm_start`` restoring a second EMA
+    object's averages into the variables a ``Saver(ema.variables_to_restore())`` then saved
+    (review-32-attack-r119 F2). The graph drops a restore op's output ports, so each of its
+    keys is read against each variable it assigns (one key each, as those APIs build them; a
+    Saver's own restore reads the keys its save op writes, read by :func:`other_ema_named`).
+
+    Returns:
+        `(key, variable)`, or ``None`` where no such restore is recorded (or no graph)."""
+    path = graph_file(ckpt)
+    savers = saved_sources_all(path) if path else []
+    # the variables (a partitioned one's parts read as it) saved under <v>/<name>
+    saved = {PART.sub("", v) for saver in savers for k, src in saver.items()
+             if (v := sits_under(k, src)) is not None and k == f"{v}/{name}"}
+    for graph in read_graphs(path) if saved else ():
+        nodes = graph.nodes
+        by_op: dict[frozenset, list[str]] = {_SAVE_OPS: [], _RESTORE_OPS: [], _ASSIGNS: []}
+        for n in nodes:  # one pass over the ops (a large graph's tens of thousands)
+            kind = nodes.op(n)
+            for ops, found in by_op.items():
+                if kind in ops:
+                    found.append(n)
+        scopes = {n.rpartition("/")[0] for n in by_op[_SAVE_OPS]}
+        restores = {n for n in by_op[_RESTORE_OPS]
+                    if n.rpartition("/")[0] not in scopes and len(nodes[n].inputs) > 1}
+        for n in by_op[_ASSIGNS] if restores else ():
+            inputs = nodes[n].inputs
+            read = through_reads(nodes, inputs[1]) if len(inputs) > 1 else None
+            names = nodes[read].inputs[1] if read in restores else None
+            target = through_reads(nodes, inputs[0])
+            for key in nodes[names].strings if names in nodes else ():
+                var = sits_under(key, [target])
+                if var is not None and PART.sub("", var) in saved \
+                        and key[len(var) + 1:] != name:
+                    return key, var
     return None
 
 
@@ -74,8 +122,9 @@ def crossed_refusal(ckpt, evaluated: list) -> UnprovenPairingError | None:
         f"{agreeing(len(evaluated), 'was', 'were')} written from "
         f"{agreeing(len(evaluated), 'its variable', 'their variables')} by an evaluation graph "
         f"(e.g. {s} from {under[s]}), whose {graph_named(ckpt)} also names "
-        f"{other[1]}'s value {other[0]}: Savers of two EMA objects' "
-        "variables_to_restore(), so each variable held the averages of whichever object's "
-        "Saver restored it, which the file cannot show (--averages-only cannot decide it); "
+        f"{other[1]}'s value {other[0]} (a Saver's or a restore op's): two EMA objects' "
+        "variables_to_restore() names, so each variable held the averages of whichever "
+        "object's names restored it, which the file cannot show (--averages-only cannot "
+        "decide it); "
         "read the averages you want from the training checkpoint", None,
         {k: (v,) for k, v in evaluated})

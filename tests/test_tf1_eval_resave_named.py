@@ -86,6 +86,27 @@ for kind, name in (("part", "ExponentialMovingAverage"), ("part_fast", "fast")):
                 s.run(tf1.global_variables_initializer())
                 s.run(tf1.assign(gs, i))
                 saver.save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
+# no Saver restores: init_from_checkpoint / warm_start read fast's averages into fc/w, fc/b
+FAST = {"fc/w": "fc/w/fast", "fc/b": "fc/b/fast"}
+for kind, save in (("init", "ExponentialMovingAverage"), ("warm", "ExponentialMovingAverage"),
+                   ("init_fast", "fast")):
+    for i in (3, 4):
+        with tf.Graph().as_default():
+            gs = tf1.train.get_or_create_global_step()
+            w, b, _ = model()
+            ckpt = f"{out}/train/model.ckpt-{i}"
+            if kind == "warm":
+                tf1.train.warm_start(ckpt, vars_to_warm_start=list(FAST),
+                                     var_name_to_prev_var_name=FAST)
+            else:
+                tf1.train.init_from_checkpoint(ckpt, {FAST["fc/w"]: w, FAST["fc/b"]: b})
+            saver = tf1.train.Saver(tf1.train.ExponentialMovingAverage(
+                0.5, name=save).variables_to_restore())
+            os.makedirs(f"{out}/{kind}", exist_ok=True)
+            with tf1.Session() as s:
+                s.run(tf1.global_variables_initializer())
+                s.run(tf1.assign(gs, i))
+                saver.save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
 np.savez(f"{out}/truth.npz", **truth)
 '''
 
@@ -197,3 +218,37 @@ def test_savers_of_two_objects_refused_in_place(made, command, stated, tmp_path)
         assert code == 6, err  # was 0 (stated): fast's averages as ExponentialMovingAverage's
         assert "two EMA objects" in line and "/fast" in line, err
         assert not dst.exists()
+
+
+@pytest.mark.parametrize("kind", ["init", "warm"])
+@pytest.mark.parametrize("command", [["export", "--out", "e.npz"],
+                                     ["restore-ema", "--out", "ema"]])
+def test_averages_restored_without_a_saver_under_another_name_refused(made, kind, command,
+                                                                      tmp_path):
+    """``tf1.train.init_from_checkpoint`` (or ``warm_start``) read ``fast``'s averages
+    (``fc/w/fast``) into ``fc/w``, ``fc/b``, then ``Saver(ema.variables_to_restore())``
+    saved them as ``fc/w/ExponentialMovingAverage``: no second Saver, so the keys were read
+    as the default object's averages under ``--averages-only`` (exit 0, ``fast``'s values:
+    review-32-attack-r119 F2). The graph's restore ops name ``fc/w/fast``: refused (exit 6),
+    the re-save and its average in place alike; the same restore of the saved object's own
+    name (``init_fast``) still reads as the training session's ``fast.average(v)``."""
+    out, truth = made
+    avg = tmp_path / "avg"
+    code, _, err = run_cli(["average", str(out / kind / "model.ckpt-4"),
+                            str(out / kind / "model.ckpt-3"), "--out", str(avg)])
+    assert code == 0, err
+    for ckpt in (out / kind / "model.ckpt-4", avg / "model.ckpt-4"):
+        dst = tmp_path / command[-1]
+        code, _, err = run_cli([command[0], "--averages-only", str(ckpt), command[1],
+                                str(dst)])
+        line = " ".join(err.split())
+        assert code == 6, err  # was 0: fast's averages as ExponentialMovingAverage's
+        assert "two EMA objects" in line and "/fast" in line, err
+        assert not dst.exists()
+    code, line = _export(out / "init_fast" / "model.ckpt-4", "--ema-name", "fast",
+                         "--averages-only", dst=tmp_path / "f.npz")
+    assert code == 0, line
+    with np.load(tmp_path / "f.npz") as z:
+        assert sorted(z.files) == ["fc/b", "fc/w"]
+        for n in z.files:
+            assert z[n].tobytes() == truth[f"4:fast:{n}"].tobytes(), n
