@@ -16,6 +16,7 @@ import re
 from . import roles as R
 from .checkpoint import Checkpoint
 from .errors import EmaError, UnprovenPairingError
+from .keras_one_attribute import one_attribute_optimizers
 from .wording import agreeing, counted
 
 
@@ -178,6 +179,12 @@ def several_message(ckpt, variables, suffix, holder, several,
                       "only where the objects averaged every variable in the same order (TF1 "
                       "numbers averages per variable; the training graph's .meta shows the "
                       "order)")
+    recorded = sorted({show(c).split("/", 1)[0] for c in cands})
+    if len(options) < max(len(cs) for cs in several.values()) and len(recorded) > 1 and all(
+            getattr(variables.get(c), "ema_style", None) == "keras" for c in cands):
+        # several Keras optimizers' copies under one attribute (review-32-attack-r123 M3)
+        return one_attribute_optimizers(ckpt, len(several), examples + more + stated,
+                                        recorded, holders), None, False
     if len(options) < max(len(cs) for cs in several.values()):
         # Every average has the same attribute and EMA name: no --ema-name picks one (it
         # would loop back here). One EMA object also gives two averages here when it averaged

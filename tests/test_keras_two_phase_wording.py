@@ -10,6 +10,7 @@ import os
 import textwrap
 
 import numpy as np
+import pytest
 from _tf_runner import run_python
 from helpers import run_cli
 
@@ -32,22 +33,46 @@ _GEN = textwrap.dedent('''
     np.savez(f"{out}/truth.npz", **{v.path.removeprefix("net/"): a.numpy() for v, a in
              zip(B._trainable_variables, B._model_variables_moving_average)})
     tf.train.Checkpoint(model=m, warm=A, fine=B).write(f"{out}/tc/ckpt")
+    tf.train.Checkpoint(model=m, opts=[A, B]).write(f"{out}/one/ckpt")
 ''')
 
 
-def test_two_keras_optimizers_refusal_speaks_keras(tmp_path):
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """The folder the generator wrote (tc: one attribute per optimizer; one: both in a list)."""
+    out = tmp_path_factory.mktemp("two_phase")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
-    proc = run_python(["-c", _GEN, str(tmp_path)], timeout=600, env=env)
+    proc = run_python(["-c", _GEN, str(out)], timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def test_two_keras_optimizers_refusal_speaks_keras(made, tmp_path):
     out = tmp_path / "x.npz"
-    code, _, err = run_cli(["export", str(tmp_path / "tc"), "--not-swapped", "--out", str(out)])
+    code, _, err = run_cli(["export", str(made / "tc"), "--not-swapped", "--out", str(out)])
     assert code == 6 and not out.exists(), err
     assert "2 Keras optimizers with use_ema=True (fine, warm)" in err, err
     assert "ExponentialMovingAverage" not in err and "_N suffixes" not in err, err
     assert "--ema-name fine or --ema-name warm" in err, err
-    code, _, err = run_cli(["export", str(tmp_path / "tc"), "--not-swapped", "--ema-name",
+    code, _, err = run_cli(["export", str(made / "tc"), "--not-swapped", "--ema-name",
                             "fine", "--out", str(out)])
     assert code == 0, err
-    with np.load(tmp_path / "truth.npz") as t, np.load(out) as z:
+    with np.load(made / "truth.npz") as t, np.load(out) as z:
         for k in t.files:
             assert z[k].tobytes() == t[k].tobytes(), k
+
+
+def test_two_keras_optimizers_under_one_attribute_are_not_called_ema_objects(made, tmp_path):
+    """review-32-attack-r123 M3: ``opts=[warm, fine]`` was refused with the
+    ExponentialMovingAverage words ("two EMA objects of one name ... a GAN's discriminator
+    left unsaved"); the copies record two optimizers' names, and no --ema-name decides."""
+    out = tmp_path / "x.npz"
+    for extra in ([], ["--ema-name", "opts"]):
+        code, _, err = run_cli(["export", str(made / "one"), "--not-swapped", *extra,
+                                "--out", str(out)])
+        assert code == 6 and not out.exists(), err
+        err = " ".join(err.split())
+        assert "2 Keras optimizers with use_ema=True (recorded as fine, warm)" in err, err
+        assert "under one attribute of the tf.train.Checkpoint (opts)" in err, err
+        assert "no --ema-name decides" in err, err
+        assert "EMA objects" not in err and "discriminator" not in err, err
