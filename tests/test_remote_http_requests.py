@@ -17,13 +17,17 @@ pytest.importorskip("fsspec")
 
 from ckpt_tools.cli import app  # noqa: E402
 
+# tf2_object's averages are named after names two variables share: averaged by key they are
+# refused (5fbecbc); baked under the order its run's ema.apply() got them (stated), they are not
+_ORDER = {"tf2_object": ["--ema", "--bake", "--apply-order", "trainable"], "towers_bn": []}
+
 
 @pytest.mark.parametrize("case, last", [("tf2_object", 3), ("towers_bn", 2)])
 def test_average_of_an_http_run_fetches_each_object_once(http, tmp_path, case, last):
     start = len(http.log)
     remote = tmp_path / "remote"
     result = CliRunner().invoke(app, ["average", f"{http.url}/{case}/", "--last", str(last),
-                                      "--out", str(remote)])
+                                      *_ORDER[case], "--out", str(remote)])
     assert result.exit_code == 0, result.output
     log = http.log[start:]
     paths = Counter(line.split()[1] for line in log)
@@ -35,5 +39,5 @@ def test_average_of_an_http_run_fetches_each_object_once(http, tmp_path, case, l
     assert len(log) <= 1 + 4 * last, log
     local = tmp_path / "local"
     assert CliRunner().invoke(app, ["average", str(FIXTURES / case), "--last", str(last),
-                                    "--out", str(local)]).exit_code == 0
+                                    *_ORDER[case], "--out", str(local)]).exit_code == 0
     assert digests(remote) == digests(local)
