@@ -75,11 +75,19 @@ def restored_ema_named(ckpt, name: str) -> tuple[str, str] | None:
             read = through_reads(nodes, inputs[1]) if len(inputs) > 1 else None
             names = nodes[read].inputs[1] if read in restores else None
             target = through_reads(nodes, inputs[0])
+            own = PART.sub("", target) if target else None
             for key in nodes[names].strings if names in nodes else ():
                 var = sits_under(key, [target])
                 if var is not None and PART.sub("", var) in saved \
                         and key[len(var) + 1:] != name:
                     return key, var
+                # a key of another name mapped onto it (init_from_checkpoint's map, a scope
+                # rename: fc/w/fast into net/fc/w): neither the saved EMA name's key nor a
+                # variable of its own name is read as another object's (review-32-attack-r124
+                # F1; fail-closed)
+                if var is None and own in saved and not key.endswith("/" + name) \
+                        and key.rpartition("/")[2] != own.rpartition("/")[2]:
+                    return key, own
     return None
 
 
