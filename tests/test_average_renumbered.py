@@ -77,6 +77,8 @@ if k == 2: tf.train.Checkpoint(model=u).read(f"{first}/unnamed/ck").expect_parti
 uo = [u.w, u.b] if k == 1 else list(u.trainable_variables)
 ue = tf.train.ExponentialMovingAverage(0.5); ue.apply(uo); steps(uo, ue)
 tf.train.Checkpoint(model=u, ema=[ue.average(v) for v in uo]).write(f"{out}/unnamed/ck")
+# review-32-attack-r125 F1: the averages alone (no weight of that name saved beside them)
+tf.train.Checkpoint(ema=[ue.average(v) for v in uo]).write(f"{out}/unnamed_avgonly/ck")
 truth.update({"unnamed:w": ue.average(u.w).numpy(), "unnamed:b": ue.average(u.b).numpy(),
               "unnamed:ema0": ue.average(uo[0]).numpy()})
 assert ue.average(uo[0]).name == "Variable/ExponentialMovingAverage:0"
@@ -172,4 +174,15 @@ def test_a_reordered_list_names_what_differs_where_one_key_keeps_its_name(runs, 
             "'v/ExponentialMovingAverage_2' in ") in err, err
     assert "'ema/1' holds variable 'v/ExponentialMovingAverage_1' in both" in err, err
     assert "there but variable 'v/ExponentialMovingAverage_1' in" not in err, err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("extra", [[], ["--ema"]])
+def test_averages_numbered_apart_by_the_counter_alone_are_refused(runs, tmp_path, extra):
+    """review-32-attack-r125 F1: the unnamed run's averages saved alone record
+    'Variable/ExponentialMovingAverage' and '..._1' with no weight named Variable beside them:
+    the shared name was not seen and ema/0 averaged w's average with b's, exit 0. Names that
+    differ only by TF's _N follow each process's apply() order: refused."""
+    code, err = _average(runs, "unnamed_avgonly", tmp_path / "out", *extra)
+    assert code == 6 and "named after 'Variable'" in err, err
     assert not (tmp_path / "out").exists()
