@@ -132,6 +132,9 @@ def refuse_own_graph_swap(ckpt) -> None:
         UnprovenPairingError: (exit 6) naming the graph and the key; ``option`` ``None``
             (no option decides: leaving out ``--no-meta`` has the graph read the keys).
     """
+    crossed = resave_crossed(ckpt)
+    if crossed is not None:
+        raise crossed
     shown = own_graph_swap(ckpt)
     if shown is None:
         return
@@ -148,6 +151,32 @@ def refuse_own_graph_swap(ckpt) -> None:
         f"from {source}, so the names do not say what the keys hold; drop --no-meta to read "
         "the keys through that graph (the averages are then read right)", option=None,
         undecided=undecided)
+
+
+def resave_crossed(ckpt):
+    """The refusal of an evaluation graph's re-save of two EMA objects' names
+    (:func:`~ckpt_tools.resave_objects.crossed_refusal`) its own graph, left unread by
+    ``--no-meta``, shows: ``--no-meta --averages-only`` read fast's averages as slow's, exit 0,
+    where the graph read refuses it (review-32-attack-r124 F3).
+
+    Returns:
+        `UnprovenPairingError`, or ``None``."""
+    if not getattr(ckpt, "graph_declined", False) or ckpt.objects is not None \
+            or getattr(ckpt.reader, "keras", None) is not None:
+        return None
+    view = ckpt.own_graph()
+    if view is None:
+        return None
+    from .resave_objects import crossed_refusal
+    from .save_op import written_sources
+
+    try:
+        sources = written_sources(view) or {}
+    except CheckpointError:  # its save op cannot be read: nothing shown
+        return None
+    evaluated = [(k, vs[0]) for k, vs in sources.items()
+                 if len(vs) == 1 and vs[0] != k and k.startswith(vs[0] + "/")]
+    return crossed_refusal(view, evaluated) if evaluated else None
 
 
 def refuse_baked_over(ckpt) -> None:

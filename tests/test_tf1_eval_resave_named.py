@@ -256,3 +256,15 @@ def test_averages_restored_without_a_saver_under_another_name_refused(made, kind
         assert sorted(z.files) == ["fc/b", "fc/w"]
         for n in z.files:
             assert z[n].tobytes() == truth[f"4:fast:{n}"].tobytes(), n
+
+
+@pytest.mark.parametrize("kind", ["init", "init_net"])
+def test_no_meta_does_not_read_past_two_objects_restored_by_its_own_graph(made, kind, tmp_path):
+    """review-32-attack-r124 F3: --no-meta --averages-only read the re-save of fast's averages
+    under the default object's names by the names alone (exit 0, fast's values), where its
+    own graph, left unread, shows the restore of fast's keys: refused, as read with it."""
+    out, _ = made
+    code, line = _export(out / kind / "model.ckpt-4", "--no-meta", "--averages-only",
+                         dst=tmp_path / "e.npz")
+    assert code == 6 and "two EMA objects" in line, line
+    assert not (tmp_path / "e.npz").exists()
