@@ -193,11 +193,13 @@ class GraphViews:
 
         Returns:
             `Checkpoint` with ``meta`` read, or ``None``: not read with ``--no-meta``, no
-            ``.meta`` beside it (a SavedModel's ``saved_model.pb`` is not asked), or one that
+            ``.meta`` beside it nor ``saved_model.pb`` above it, or one that
             cannot be read as a graph (too large, not a ``MetaGraphDef``: what ``--no-meta``
             exists for).
         """
-        path = self.location.meta_path
+        # a TF1 SavedModel's saved_model.pb too: its Saver crossing averages was read past by
+        # --no-meta, exit 0, where the same Saver's .meta refuses (review-32-attack-r124 F2)
+        path = self.location.meta_path or self.location.saved_model
         if self.meta is not None or not path or getattr(self, "meta_unread", None) != path:
             return None
         if "own_graph" in self._memo:
@@ -208,7 +210,8 @@ class GraphViews:
             view = base  # a with_meta(False) view of the checkpoint read with it
         else:
             try:
-                graph = read_meta_graph(path)
+                graph = (read_meta_graph(path) if path == self.location.meta_path
+                         else read_saved_model(path).collections_graph())
             except CheckpointError:
                 graph = None
             if graph is not None:

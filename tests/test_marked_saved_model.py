@@ -74,3 +74,20 @@ def test_average_of_swapping_saved_models_reads_in_place(made, tmp_path):
                             "--out", str(tmp_path / "c.npz")])
     assert code == 6 and KEY in " ".join(err.split()), err
     assert not (tmp_path / "c.npz").exists()
+
+
+def test_no_meta_over_a_swapping_saved_models_own_graph_is_refused(made, tmp_path):
+    """review-32-attack-r124 F2: --no-meta (and open_checkpoint(meta=False)) over a TF1
+    SavedModel whose saved_model.pb records the swapping Saver read the names alone, exit 0,
+    the raw weights as the averages; the same Saver's .meta is refused (r110 F6). The
+    SavedModel's own graph is asked too."""
+    from ckpt_tools import UnprovenPairingError, export_weights, open_checkpoint
+
+    out, _ = made
+    code, _, err = run_cli(["export", str(out / "sm2"), "--no-meta",
+                            "--out", str(tmp_path / "e.npz")])
+    assert code == 6 and "drop --no-meta" in " ".join(err.split()), err
+    assert not (tmp_path / "e.npz").exists()
+    with open_checkpoint(str(out / "sm2"), meta=False) as ckpt, \
+            pytest.raises(UnprovenPairingError):
+        export_weights(ckpt, str(tmp_path / "e.npz"))
