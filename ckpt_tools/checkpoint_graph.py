@@ -84,8 +84,8 @@ def read_graph(location: Location, reader: Reader, tools_mark: dict | None, *, m
     # a bake's mark whose copied graph no longer says what its keys hold: no statement
     # about its inputs' Saver (--not-swapped) reads its names alone (review-32-attack-r117
     # F8; --no-meta: no_meta_own.refuse_baked_over)
-    baked_over = strict_doubt(tools_mark)  # or averages crossed (review-32-attack-r119)
-    if graph is not None and names_doubted(tools_mark) and (not not_swapped or baked_over):
+    strict = strict_doubt(tools_mark)  # or averages crossed (review-32-attack-r119)
+    if graph is not None and names_doubted(tools_mark) and (not not_swapped or strict):
         from .own_graph_mark import refuse_foreign_graph
 
         foreign = refuse_foreign_graph(location.prefix, str(source), tools_mark)
@@ -111,7 +111,7 @@ def read_graph(location: Location, reader: Reader, tools_mark: dict | None, *, m
         # so) and no graph beside it doubts it now: renamed, copied without the graph,
         # s3:// (review-28-attack-r105 F1-F3): refused as meta_unknown is
         if names_doubted(tools_mark) and not doubt and unknown is None \
-                and (not not_swapped or baked_over):
+                and (not not_swapped or strict):
             unknown = refuse_or_defer(names_doubted_refusal(location.prefix, tools_mark),
                                       reader, defer_unknown)
     # ... where the caller states keys_are_raw, the one graph of them showing a

@@ -385,10 +385,9 @@ def crosses_averages(ckpt) -> bool:
         `bool` (``False`` where no single save op or no proven average is read).
     """
     read = _written(ckpt)
-    tables = _graph_tables(ckpt) if read is not None and read[1] else None
-    if tables is None:
+    if read is None or read[2] is None:  # no single save op, no key renamed, no average
         return False
-    written, renamed = read[0], read[1]
+    written, renamed, tables = read
     _, suffixes, _ = tables
     for key, vs in renamed.items():
         if len(vs) != 1 or not any(key.endswith("/" + x) for x in suffixes):
