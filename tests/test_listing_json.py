@@ -11,14 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ckpt_tools.checkpoint import Variable
-from ckpt_tools.cli._output import _default
+from ckpt_tools.cli._json_text import json_default
 from ckpt_tools.formats._record import replace
 from ckpt_tools.listing import Listing, list_variables
 
 
 def _dumps(listing: Listing) -> str:
     return json.dumps(listing.to_dict(), separators=(",", ":"), ensure_ascii=False,
-                      default=_default)
+                      default=json_default)
 
 
 _TEXT = st.text(st.characters(blacklist_categories=()), max_size=12)
@@ -44,7 +44,7 @@ def test_to_json_is_json_dumps_of_to_dict(vs, path, meta):
     listing = Listing(path, "v2", meta, variables=vs + vs[:2], total=len(vs),
                       shards=[{"file": path, "tensors": 1, "bytes": 2}],
                       unproven={"option": None, "reason": path})
-    assert listing.to_json(_default) == _dumps(listing)
+    assert listing.to_json(json_default) == _dumps(listing)
 
 
 @pytest.mark.parametrize("change", [
@@ -61,9 +61,9 @@ def test_to_json_falls_back_to_json_dumps_for_other_types(change):
         expected = _dumps(listing)
     except TypeError:
         with pytest.raises(TypeError):
-            listing.to_json(_default)
+            listing.to_json(json_default)
         return
-    assert listing.to_json(_default) == expected
+    assert listing.to_json(json_default) == expected
 
 
 @pytest.mark.parametrize("case", sorted(p.name for p in FIXTURES.iterdir()
@@ -73,4 +73,4 @@ def test_to_json_of_every_fixture(case):
         listing = list_variables(FIXTURES / case)
     except Exception:  # noqa: BLE001 - fixtures `list` refuses (no checkpoint): nothing to print
         pytest.skip("not listable")
-    assert listing.to_json(_default) == _dumps(listing)
+    assert listing.to_json(json_default) == _dumps(listing)

@@ -1,5 +1,6 @@
 """Table layout for the one printer (:mod:`._output`): columns, and fitting a table to the
-terminal's width by shortening names at ``/`` boundaries, then hiding low-priority columns."""
+terminal's width by shortening names at ``/`` boundaries, then hiding low-priority columns,
+and a table's tab-separated lines for a pipe."""
 
 from __future__ import annotations
 
@@ -248,3 +249,14 @@ def fit_table(columns: Sequence[Column], raw: list[list[tuple[str, str | None]]]
             for r, text in zip(shown_text, short, strict=True):
                 r[i] = text
     return FittedTable(columns, raw, shown, widths, shown_text, hidden_note)
+
+
+def tsv_lines(columns: Sequence[Column], raw: list[list[tuple[str, str | None]]]) -> list[str]:
+    """The header and rows as tab-separated fields, one row per line, names whole: fields
+    never hold a tab (escaped as ``\\t``), an empty field is ``-``, and headers hold no
+    blanks, so ``awk -F'\\t'`` and ``cut -f`` see the same number of fields on every
+    line."""
+    keep = [i for i, col in enumerate(columns) if col.data]
+    out = ["\t".join(columns[i].name.replace(" ", "_") or "-" for i in keep)]
+    out += ["\t".join(clean(row[i][0]) or "-" for i in keep) for row in raw]
+    return out

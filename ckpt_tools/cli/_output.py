@@ -20,14 +20,14 @@ Tables and messages are plain text with ANSI colours (when the stream is a termi
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Iterable, Sequence
 
 from ..errors import CheckpointError, ExitCode, redact
-from ._layout import Column, fit_table
-from ._text import CONTROL, cell_len, clean, clean_message, is_tty, json_escape
+from ._json_text import json_default, json_document, json_escaped, json_text
+from ._layout import Column, fit_table, tsv_lines
+from ._text import cell_len, clean, clean_message, is_tty
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
 if TYPE_CHECKING:
@@ -153,17 +153,8 @@ class Output:
     def json(self, data: Any) -> None:
         """Prints ``data`` as one JSON document (control characters come out as ``\\u001b``):
         indented on a terminal, for reading; one compact line when piped, for ``jq`` and
-        scripts."""
-        if self.is_terminal:
-            # json escapes newlines inside strings, so each "\n" left is the indentation's.
-            lines = json.dumps(data, indent=2, ensure_ascii=False, default=_default).split("\n")
-        else:
-            # Compact separators and no indent keep json.dumps on its C encoder
-            # (c_make_encoder); indent=... falls back to the pure-Python one, ~10x slower on a
-            # large listing.
-            lines = [json.dumps(data, separators=(",", ":"), ensure_ascii=False,
-                                default=_default)]
-        self._json_lines(lines)
+        scripts (:func:`~._json_text.json_document`)."""
+        self._json_lines(json_document(data, self.is_terminal))
 
     def json_of(self, result: Any) -> None:
         """Prints ``result.to_dict()`` as :meth:`json` does; piped, the compact line comes from
@@ -172,21 +163,13 @@ class Output:
         if self.is_terminal:
             self.json(result.to_dict())
         else:
-            self._json_lines([result.to_json(_default)])
+            self._json_lines([result.to_json(json_default)])
 
     def _json_lines(self, lines: list[str]) -> None:
         """Writes a JSON document's lines, escaping what json.dumps leaves as it is."""
-        self._write(self.stdout, "\n".join(_json_escaped(t) for t in lines) + "\n")
+        self._write(self.stdout, "\n".join(json_escaped(t) for t in lines) + "\n")
 
-    @staticmethod
-    def json_text(value: Any) -> str:
-        """``value`` as the compact JSON text a piped document holds (a piece for
-        :meth:`json_stream`).
-
-        Returns:
-            `str`: the text, not yet escaped for the terminal.
-        """
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_default)
+    json_text = staticmethod(json_text)  # a piece for json_stream: the compact text, not escaped
 
     def json_stream(self, pieces: Iterable[str]) -> None:
         """Prints one JSON document given as pieces of its text (each whole tokens: a string
@@ -200,9 +183,9 @@ class Output:
             held.append(piece)
             size += len(piece)
             if size >= 1 << 20:
-                self._write(self.stdout, _json_escaped("".join(held)))
+                self._write(self.stdout, json_escaped("".join(held)))
                 held, size = [], 0
-        self._write(self.stdout, _json_escaped("".join(held)) + "\n")
+        self._write(self.stdout, json_escaped("".join(held)) + "\n")
 
     def lines(self, texts: Sequence[str]) -> None:
         """Prints plain lines (each escaped like :meth:`line`) in one write: ``-q`` listings of
@@ -294,7 +277,7 @@ class Output:
         ``title`` lines and the header row are left out with ``quiet`` (every command's
         ``-q`` table is its rows only); cells are ``text`` or ``(text, style)``.
         When stdout is not a terminal the header and rows are tab-separated fields (see
-        :meth:`_tsv_table`).
+        :func:`~._layout.tsv_lines`).
         """
         if self.json_mode:
             return
@@ -305,7 +288,7 @@ class Output:
                 lines += [self._paint(part, "bold", self.stdout)
                           for part in self._wrap(clean_message(t))]
         if not self.is_terminal:
-            table = self._tsv_table(columns, raw)[1 if self.quiet else 0:]
+            table = tsv_lines(columns, raw)[1 if self.quiet else 0:]
             if lines or table:
                 self._write(self.stdout, "\n".join(lines + table) + "\n")
             return
@@ -333,18 +316,6 @@ class Output:
             self._write(self.stdout, "\n".join(lines) + "\n")
         if hidden_note:
             self.note(hidden_note)
-
-    @staticmethod
-    def _tsv_table(columns: Sequence[Column], raw: list[list[tuple[str, str | None]]]
-                   ) -> list[str]:
-        """The header and rows as tab-separated fields, one row per line, names whole: fields
-        never hold a tab (escaped as ``\\t``), an empty field is ``-``, and headers hold no
-        blanks, so ``awk -F'\\t'`` and ``cut -f`` see the same number of fields on every
-        line."""
-        keep = [i for i, col in enumerate(columns) if col.data]
-        out = ["\t".join(columns[i].name.replace(" ", "_") or "-" for i in keep)]
-        out += ["\t".join(clean(row[i][0]) or "-" for i in keep) for row in raw]
-        return out
 
     # -- messages on stderr -----------------------------------------------------------------
     def note(self, message: str, always: bool = False) -> None:
@@ -406,32 +377,6 @@ def _discard_stdout() -> None:
         os.close(devnull)
     except (OSError, ValueError, AttributeError):  # no stdout at all, or not a real file
         pass
-
-
-def _json_escaped(text: str) -> str:
-    """``text`` with what json.dumps leaves as it is escaped: DEL, C1 and the invisible format
-    characters (U+202E reorders what a terminal shows; json escapes C0 controls itself), as
-    ``\\uXXXX``.
-
-    Returns:
-        `str`: the text to write.
-    """
-    # Of CONTROL only C0 (which json.dumps has escaped already) and DEL are ASCII, so an
-    # ASCII document (a flag CPython keeps) needs one memchr for DEL, not the regex scan (4 ms
-    # on a 3,000-variable listing).
-    if (not text.isascii() or "\x7f" in text) and CONTROL.search(text):
-        return CONTROL.sub(json_escape, text)
-    return text
-
-
-def _default(obj: Any) -> Any:
-    if isinstance(obj, tuple):
-        return list(obj)
-    if hasattr(obj, "to_dict"):
-        return obj.to_dict()
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    raise TypeError(f"cannot serialize {type(obj).__name__}")
 
 
 def shape_text(shape: Sequence[int]) -> str:
