@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .errors import UnprovenPairingError
 from .tools_mark import RECORD_KEY, names_doubted, stated_of
+from .wording import agreeing
 
 __all__ = ["doubt_writers", "names_doubted_refusal", "no_meta_doubted_refusal",
            "strict_doubt"]
@@ -74,7 +75,9 @@ def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
             + "the keys as stored: ckpt export --raw --no-meta")
     if d.get("crossed") is True:  # --not-swapped is true of it, and says nothing (r119)
         return UnprovenPairingError(
-            said + ", which showed its Saver writing keys named as averages from other "
+            said + f": {agreeing(len(d.get('graphs') or [None]), 'that graph', 'those graphs')}"
+            f" showed {agreeing(len(d.get('graphs') or [None]), 'its', 'their')} Saver "
+            "writing keys named as averages from other "
             "variables' or other EMA objects' averages, and no such graph is beside it now: "
             "its names are not read alone, whatever its inputs' Saver (no statement "
             "decides). " + ("Copy it with that graph beside it under its original name; "
@@ -108,13 +111,17 @@ def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
 
 def _doubt_said(d: dict) -> str:
     """``"its _CKPT_TOOLS_RECORD key says <who> from inputs (...) whose keys' names a
-    swapping Saver's graph (...) doubts<tail>"`` of the mark's ``names_doubted`` ``d``."""
+    swapping (or crossing) Saver's graph (...) doubts<tail>"`` of the mark's
+    ``names_doubted`` ``d``: ``crossing`` where that graph showed a Saver crossing averages
+    (``crossed``), which swaps nothing (review-32-attack-r122 N2)."""
+    saver = "a crossing Saver's graph" if d.get("crossed") is True else \
+        "a swapping Saver's graph"
     graphs = ", ".join(str(g) for g in d.get("graphs") or []) or "a graph of their prefix"
     inputs = ", ".join(str(i) for i in d.get("inputs") or [])
     who, carried = doubt_writers(d)
     return (f"its {RECORD_KEY} key says {who} from "
-            f"inputs{f' ({inputs})' if inputs else ''} whose keys' names a swapping Saver's "
-            f"graph ({graphs}) doubts{carried}")
+            f"inputs{f' ({inputs})' if inputs else ''} whose keys' names {saver} "
+            f"({graphs}) doubts{carried}")
 
 
 def no_meta_doubted_refusal(path: str, doc: dict,

@@ -1,0 +1,90 @@
+"""What the refusals of ckpt's marked TF1 outputs and of their filters say (session 32's
+MINOR findings): each names the Saver its input's graph showed, offers only what decides, and
+says what a filter left out. Real TF1 Savers (graph mode), truth from ``sess.run`` at each
+save."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
+from test_marked_outputs import _copy
+
+SCRIPT = '''
+def run(name, keys_of, saves=(1, 2)):
+    # one default-named EMA object over model/W, model/V; keys_of(w, v, ema): the Saver's keys
+    with tf.Graph().as_default():
+        gs = tf1.train.get_or_create_global_step()
+        with tf1.variable_scope("model"):
+            w = tf1.get_variable("W", [2])
+            v = tf1.get_variable("V", [2], initializer=tf1.constant_initializer(0.3))
+        loss = tf.reduce_sum(tf.square(w * 2.0 + v - 1.0))
+        train = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
+        ema = tf1.train.ExponentialMovingAverage(0.5)
+        with tf.control_dependencies([train]):
+            step = ema.apply([w, v])
+        saver = tf1.train.Saver({"global_step": gs, **keys_of(w, v, ema)}, max_to_keep=None)
+        with trained(tf, step, 0) as s:
+            for i in saves:
+                s.run(step)
+                saver.save(s, f"{out}/{name}/model.ckpt", global_step=i)
+                for k, x in (("W", w), ("V", v)):
+                    truth[f"{name}:{i}:avg:model/{k}"] = s.run(ema.average(x))
+                    truth[f"{name}:{i}:raw:model/{k}"] = s.run(x)
+
+
+def raw_holds_fast(name):
+    # review-32-attack-r117 F1: fast's average of W swapped with W; slow's plain
+    with tf.Graph().as_default():
+        gs = tf1.train.get_or_create_global_step()
+        with tf1.variable_scope("model"):
+            w = tf1.get_variable("W", [2])
+            v = tf1.get_variable("V", [2], initializer=tf1.constant_initializer(0.3))
+        loss = tf.reduce_sum(tf.square(w * 2.0 + v - 1.0))
+        train = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
+        slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
+        fast = tf1.train.ExponentialMovingAverage(0.5, name="fast")
+        with tf.control_dependencies([train]):
+            step = tf.group(slow.apply([w, v]), fast.apply([w, v]))
+        saver = tf1.train.Saver({"global_step": gs, "model/W": fast.average(w),
+                                 "model/W/fast": w, "model/W/slow": slow.average(w),
+                                 "model/V": v, "model/V/fast": fast.average(v),
+                                 "model/V/slow": slow.average(v)}, max_to_keep=None)
+        with trained(tf, step, 0) as s:
+            for i in (1, 2):
+                s.run(step)
+                saver.save(s, f"{out}/{name}/model.ckpt", global_step=i)
+                for k, x in (("W", w), ("V", v)):
+                    for o, e in (("fast", fast), ("slow", slow)):
+                        truth[f"{name}:{i}:{o}:model/{k}"] = s.run(e.average(x))
+
+raw_holds_fast("raw_holds_fast")
+E = "ExponentialMovingAverage"
+# crossing, not swapping: each variable under its own name, the averages crossed
+run("crossed", lambda w, v, ema: {"model/W": w, "model/V": v,
+                                  f"model/W/{E}": ema.average(v), f"model/V/{E}": ema.average(w)})
+# the raw weights crossed, the averages under their own names (review-32-attack-r122 N1)
+run("rawswap", lambda w, v, ema: {"model/W": v, "model/V": w,
+                                  f"model/W/{E}": ema.average(w), f"model/V/{E}": ema.average(v)})
+'''
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("marked_refusal_wording")
+    return out, run_tf1_script(SCRIPT, out)
+
+
+def test_a_crossing_savers_mark_is_not_called_a_swap(made, tmp_path):
+    """review-32-attack-r122 N2: the refusal of a crossing Saver's marked output said "a
+    swapping Saver's graph", though that Saver writes each variable under its own name and
+    swaps nothing."""
+    out, _ = made
+    code, _, err = run_cli(["restore-ema", str(out / "crossed/model.ckpt-2"),
+                            "--out", str(tmp_path / "r")])
+    assert code == 0, err
+    copy = _copy(tmp_path / "r", "model.ckpt-2", tmp_path / "c", only=(".index", ".data"))
+    code, _, err = run_cli(["export", str(copy), "--out", str(tmp_path / "o.npz")])
+    said = " ".join(err.split())
+    assert code == 6 and "a crossing Saver's graph (model.ckpt-2.meta)" in said, err
+    assert "swapping Saver's graph" not in said and not (tmp_path / "o.npz").exists()
