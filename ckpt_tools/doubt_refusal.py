@@ -62,16 +62,15 @@ def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
     if d.get("graph_of_input"):  # a bake over another object's keys (r117 F1-F3)
         return UnprovenPairingError(
             said + ", baking one EMA object's averages over keys that graph says hold "
-            "another's: no graph says what these keys hold now. Read the averages from the "
-            "checkpoint it was written from; the keys as stored: ckpt export --raw --no-meta")
+            "another's: no graph says what these keys hold now. " + _read_from(d)
+            + "the keys as stored: ckpt export --raw --no-meta")
     if d.get("several_objects"):  # its input's graph proves several EMA objects (r117 F9)
         return UnprovenPairingError(
             said + ", whose graph proves averages of several EMA objects: its names are not "
             "read without that graph, neither under --not-swapped (a statement about a "
             "swapping Saver) nor under --no-meta. "
             + ("Read it with the graph it was written with beside it under its original "
-               "name; " if d.get("graph_written", True) else
-               "Read the averages from the checkpoints it was written from; ")
+               "name; " if d.get("graph_written", True) else _read_from(d))
             + "the keys as stored: ckpt export --raw --no-meta")
     if d.get("crossed") is True:  # --not-swapped is true of it, and says nothing (r119)
         return UnprovenPairingError(
@@ -84,7 +83,7 @@ def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
                             if d.get("graph_written", True) else
                             # none was written with it: copying its input's graph beside it
                             # is refused as not its own (review-32-attack-r122 F2)
-                            "Read the averages from the checkpoints it was written from; ")
+                            _read_from(d))
             + "the keys as stored: ckpt export --raw --no-meta")
     if stated_of(doc).get("no_meta") and not d.get("graph_sha256"):
         # written under --no-meta: no graph was written with it, none can be copied beside
@@ -107,6 +106,25 @@ def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
         said + lost + " a Saver of each variable under its own name wrote the inputs, "
         "pass --not-swapped (Python: not_swapped=True); if the swapping Saver did, the keys "
         "as stored are what it saved (ckpt export --raw --no-meta)", option="--not-swapped")
+
+
+def _read_from(d: dict) -> str:
+    """What a refusal of a mark's ``names_doubted`` ``d`` offers for reading the averages
+    where no graph of the output exists: its inputs, with their graphs. Where the doubt was
+    carried (``origins``), the checkpoints it was written from are other ckpt outputs, whose
+    copies are refused the same way; the inputs the mark names are the ones to read
+    (review-32-attack-r124 N1).
+
+    Returns:
+        `str`, ending ``"; "``.
+    """
+    n = len(d.get("inputs") or [])
+    if not n or not d.get("origins"):
+        return (f"Read the averages from {agreeing(n or 2, 'the checkpoint', 'the checkpoints')}"
+                " it was written from; ")
+    # (the refusal names those inputs: _doubt_said)
+    return (f"Read the averages from {agreeing(n, 'that input', 'those inputs')}, with "
+            f"{agreeing(n, 'its graph', 'their graphs')} beside {agreeing(n, 'it', 'them')}; ")
 
 
 def _doubt_said(d: dict) -> str:

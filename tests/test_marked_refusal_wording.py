@@ -5,6 +5,7 @@ save."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from helpers import run_cli
 from helpers_tf1 import run_tf1_script
@@ -88,3 +89,32 @@ def test_a_crossing_savers_mark_is_not_called_a_swap(made, tmp_path):
     said = " ".join(err.split())
     assert code == 6 and "a crossing Saver's graph (model.ckpt-2.meta)" in said, err
     assert "swapping Saver's graph" not in said and not (tmp_path / "o.npz").exists()
+
+
+def test_an_average_of_marked_copies_points_at_the_inputs_it_names(made, tmp_path):
+    """review-32-attack-r124 N1: the average of a crossing Saver's restore-ema copies (no
+    graph ever written with it) said "Read the averages from the checkpoints it was written
+    from": those are the copies, refused the same way. It now points at the inputs its mark
+    names, and reading one of them with its graph gives TF's averages."""
+    out, truth = made
+    copies = []
+    for i in (1, 2):
+        code, _, err = run_cli(["restore-ema", str(out / f"crossed/model.ckpt-{i}"),
+                                "--out", str(tmp_path / f"r{i}")])
+        assert code == 0, err
+        copies.append(str(_copy(tmp_path / f"r{i}", f"model.ckpt-{i}", tmp_path / f"c{i}",
+                                only=(".index", ".data"))))
+    code, _, err = run_cli(["average", *copies, "--out", str(tmp_path / "a")])
+    assert code == 0, err
+    code, _, err = run_cli(["export", str(tmp_path / "a/model.ckpt-2"),
+                            "--out", str(tmp_path / "o.npz")])
+    said = " ".join(err.split())
+    assert code == 6 and "Read the averages from those inputs, with their graphs" in said, err
+    assert "checkpoints it was written from" not in said
+    assert str(out / "crossed/model.ckpt-2") in said, err
+    code, _, err = run_cli(["export", str(out / "crossed/model.ckpt-2"),
+                            "--out", str(tmp_path / "in.npz")])  # the offer, followed
+    assert code == 0, err
+    with np.load(tmp_path / "in.npz") as got:
+        for k in ("model/W", "model/V"):
+            np.testing.assert_array_equal(got[k], truth[f"crossed:2:avg:{k}"])
