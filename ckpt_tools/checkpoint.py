@@ -8,8 +8,9 @@ Its parts live beside it: ``checkpoint_tensors`` (stored keys and tensors, the b
 ``checkpoint_paths`` (the keys' readable object paths, a base class),
 ``checkpoint_graph`` (the ``.meta`` graph and the doubts of other graphs of its prefix; its
 views without a graph, a base class),
-``checkpoint_variables`` (the variable list), ``checkpoint_statements`` (refusals of
-statements the file cannot bear) and ``checkpoint_files`` (the run history beside it).
+``checkpoint_variables`` (the variable list, a base class), ``checkpoint_statements``
+(refusals of statements the file cannot bear, and those a run record makes) and
+``checkpoint_files`` (the run history beside it).
 """
 
 from __future__ import annotations
@@ -17,24 +18,25 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from . import roles as _roles
 from . import tfk_stated as _tfk_stated
 from .checkpoint_files import history_files
 from .checkpoint_graph import Doubt, GraphViews, read_graph
 from .checkpoint_paths import KeyPaths
-from .checkpoint_statements import refuse_tf_statements, refuse_unfit_statements
+from .checkpoint_statements import (
+    refuse_tf_statements,
+    refuse_unfit_statements,
+    vouched_statements,
+)
 from .checkpoint_tensors import CHUNK_BYTES as CHUNK_BYTES  # re-exported: stats, diff
 from .checkpoint_tensors import StoredTensors
-from .checkpoint_variables import build_variables
+from .checkpoint_variables import VariableViews
 from .errors import CheckpointError, CorruptCheckpointError, OptionError, UnprovenPairingError
 from .formats import open_reader
-from .formats._io import is_url
 from .formats.dtypes import STRING
 from .formats.meta import MetaGraph
 from .formats.objgraph import (
     OBJECT_GRAPH_KEY,
     ObjectGraph,
-    has_swappable_averages,
     parse_object_graph,
 )
 from .formats.savedmodel import saved_model_extras
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
     from .formats import Reader
 
 
-class Checkpoint(StoredTensors, KeyPaths, GraphViews):
+class Checkpoint(StoredTensors, KeyPaths, GraphViews, VariableViews):
     """An open checkpoint: metadata is read up front, tensor data only on request.
 
     Use :func:`open_checkpoint` to create one. Usable as a context manager.
@@ -111,29 +113,16 @@ class Checkpoint(StoredTensors, KeyPaths, GraphViews):
             except CheckpointError:
                 self._reader.close()
                 raise
-        # The caller's statement that a Keras file was not saved swapped by SwapEMAWeights
-        # (ckpt_tools.keras_assumed: then "not_swapped" is stated, not assumed).
-        self.not_swapped = bool(not_swapped)
-        # ckpt train's run record beside a Keras file it wrote (and whose bytes are still the
-        # recorded ones) states the same (ckpt_tools.run_record): its path, else None.
-        self.not_swapped_record: str | None = None
-        # ... and, where it records "fit_order": true, that fit()'s order built the optimizer
-        self.fit_order_record: str | None = None
-        vouched = None
-        if not (not_swapped and fit_order) and getattr(self._reader, "keras", None) is not None \
-                and not is_url(location.prefix):
-            from .run_record import vouching_record
-
-            vouched = vouching_record(location.prefix)
-        if vouched and not not_swapped:
-            self.not_swapped_record = vouched[0]
-            self.not_swapped = True
-        # The caller's statement that fit() built the optimizer (model.trainable_variables):
-        # then "fit_order" is stated, not assumed, and values do not check it.
-        self.fit_order = bool(fit_order)
-        if vouched and vouched[1]["fit_order"] and not fit_order and not trainable:
-            self.fit_order_record = vouched[0]
-            self.fit_order = True
+        # The caller's statements that a Keras file was not saved swapped by SwapEMAWeights
+        # (ckpt_tools.keras_assumed: then "not_swapped" is stated, not assumed) and that fit()
+        # built the optimizer (model.trainable_variables: then "fit_order" is stated, not
+        # assumed, and values do not check it); or ckpt train's run record beside a Keras file
+        # it wrote states them (its path, else None: checkpoint_statements)
+        self.not_swapped_record, self.fit_order_record = vouched_statements(
+            location.prefix, getattr(self._reader, "keras", None), not_swapped=not_swapped,
+            fit_order=fit_order, trainable=trainable)
+        self.not_swapped = bool(not_swapped) or self.not_swapped_record is not None
+        self.fit_order = bool(fit_order) or self.fit_order_record is not None
         self.format = location.format
         # its graph, and the doubts of other graphs of its prefix (checkpoint_graph)
         graph = read_graph(location, self._reader, self.tools_mark, meta=meta,
@@ -212,61 +201,6 @@ class Checkpoint(StoredTensors, KeyPaths, GraphViews):
         self._fragment_alias: dict[str, str] | None = None  # see stored_key()
         self._ema_names: list[str] | None = None  # see ema_names()
         self._memo: dict = {}  # see memo()
-
-    # -- listing ---------------------------------------------------------------------------
-    def variables(self) -> list[Variable]:
-        """Returns a :class:`Variable` for every key, with roles, collections and EMA links.
-
-        Reads only metadata (the index, the ``.meta`` collections, the TF2 object graph);
-        where the EMA links of a Keras file (or of swappable averages: a Keras 3 optimizer's
-        copies or ``average`` slots in a TF checkpoint) rest on an assumption, the caller
-        also gets one :class:`~ckpt_tools.errors.AssumptionWarning` per open checkpoint
-        naming it (:mod:`~ckpt_tools.keras_assumed`; the weights and their copies are read
-        to tell). ``ckpt_tools`` itself reads them with :meth:`variables_unwarned`.
-        """
-        variables = self.variables_unwarned()
-        self._warn_assumed()
-        return variables
-
-    def variables_unwarned(self) -> list[Variable]:
-        """:meth:`variables` without the :class:`~ckpt_tools.errors.AssumptionWarning`: for
-        a step of a command or API function that states the assumptions itself (the
-        commands in their notes, the functions in their own warning and ``assumed``)."""
-        if self._variables is None:
-            variables, stated_pairs = build_variables(self)
-            if stated_pairs is not None:
-                self.stated_pairs = stated_pairs
-            if self.meta_unknown is not None:  # what the names pair is not known (defer_unknown)
-                from .formats._record import replace
-
-                variables = [replace(v, ema=None, ema_of=None, ema_candidates=())
-                             for v in variables]
-            self._variables = variables
-        return list(self._variables)
-
-    def _warn_assumed(self) -> None:
-        """:meth:`variables` for a caller of the Python API: the assumptions its EMA links rest
-        on (review-12-attack-r21 F4), once per open checkpoint, as ``ema_map`` warns."""
-        if self._reader.keras is None and not has_swappable_averages(self.objects):
-            return
-        from .keras_assumed import keras_assumptions, warn_assumed
-
-        warn_assumed(self, keras_assumptions(self), stacklevel=4)
-
-    def ema_names(self) -> list[str]:
-        """Returns :func:`ckpt_tools.roles.detect_ema_names` of the stored keys, computed
-        once (``list`` classifies roles and then pairs averages, and both need it)."""
-        if self._ema_names is None:
-            self._ema_names = _roles.detect_ema_names(self._reader.entries)
-        return list(self._ema_names)
-
-    def aliases(self) -> dict[str, str]:
-        """Returns the keys that store a variable a second time -> the key shown for it (a
-        Keras 3 ``model.export()``'s ``variables/N``: :mod:`ckpt_tools.saved_aliases`); they
-        are left out of :meth:`variables`, so each weight is listed and exported once."""
-        from .saved_aliases import saved_aliases
-
-        return self.memo("aliases", lambda: saved_aliases(self.objects, self._reader.entries))
 
     def memo(self, key, compute):
         """Returns ``compute()``, computed once per open checkpoint and ``key``: a fact

@@ -1,6 +1,7 @@
 """Refusals of the statements ``open_checkpoint`` takes (``use_ema``, ``optimizer``,
 ``not_swapped``, ``fit_order``, ``averages_only``, ``keys_are_raw``) where the file cannot
-bear them (exit 2).
+bear them (exit 2), and the statements a record beside the file makes for the caller
+(:func:`vouched_statements`).
 
 A statement about a file that has nothing it could decide would be a silent no-op the user
 believes in; each refusal says why it cannot apply and to omit it.
@@ -9,6 +10,7 @@ believes in; each refusal says why it cannot apply and to omit it.
 from __future__ import annotations
 
 from .errors import EmaError, OptionError
+from .formats._io import is_url
 from .formats.objgraph import has_swappable_averages
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
@@ -109,3 +111,25 @@ def saver_unrecorded(objects: ObjectGraph | None, meta_source: str | None, store
 
     fits, recorded = writing_save_ops(meta_source, stored)  # a .meta's every Saver (r85 F2)
     return not recorded or any(f != fits[0] for f in fits)
+
+
+def vouched_statements(prefix: str, keras, *, not_swapped: bool, fit_order: bool,
+                       trainable) -> tuple[str | None, str | None]:
+    """What ckpt train's run record beside a Keras file it wrote (and whose bytes are still
+    the recorded ones: :mod:`~ckpt_tools.run_record`) states where the caller did not
+    (``keras`` is the reader's Keras layout, ``None`` for a TensorFlow checkpoint).
+
+    Returns:
+        ``(record, record)``: the record's path where it states ``not_swapped`` (the caller
+        did not), and where it states ``fit_order`` (the caller stated neither it nor
+        another order, ``trainable``); each ``None`` otherwise.
+    """
+    if (not_swapped and fit_order) or keras is None or is_url(prefix):
+        return None, None
+    from .run_record import vouching_record
+
+    vouched = vouching_record(prefix)
+    if not vouched:
+        return None, None
+    return (None if not_swapped else vouched[0],
+            vouched[0] if vouched[1]["fit_order"] and not fit_order and not trainable else None)

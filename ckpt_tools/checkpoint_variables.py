@@ -1,17 +1,23 @@
 """The :class:`~ckpt_tools.variable.Variable` list of an open checkpoint: each stored key
-with its role, collections, object path and EMA links (what ``Checkpoint.variables()`` gives).
+with its role, collections, object path and EMA links (:func:`build_variables`), and
+:class:`VariableViews`, the part of :class:`~ckpt_tools.checkpoint.Checkpoint` that gives it
+(``variables()``, the EMA names and aliases it rests on).
 """
 
 from __future__ import annotations
 
 from . import roles as _roles
 from . import tfk_stated as _tfk_stated
+from .formats.objgraph import has_swappable_averages
 from .loss_named import stated_loss_named
 from .variable import Variable
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint
+    from .errors import UnprovenPairingError
+    from .formats import Reader
+    from .formats.objgraph import ObjectGraph
 
 
 def build_variables(ckpt: Checkpoint) -> tuple[list[Variable], dict[str, str] | None]:
@@ -91,3 +97,70 @@ def build_variables(ckpt: Checkpoint) -> tuple[list[Variable], dict[str, str] | 
             ri.ema_style or (info[shadow].ema_style if shadow is not None else None),
             ri.candidates if ri.role == _roles.EMA else open_averages))
     return out, stated_pairs
+
+
+class VariableViews:
+    """The variables of a checkpoint, with their roles and EMA links; a base of
+    :class:`~ckpt_tools.checkpoint.Checkpoint`, which sets the attributes named here and
+    the caches ``_variables`` and ``_ema_names`` (``None`` until computed)."""
+
+    _reader: Reader
+    objects: ObjectGraph | None
+    meta_unknown: UnprovenPairingError | None
+    stated_pairs: dict[str, str]
+    _variables: list[Variable] | None
+    _ema_names: list[str] | None
+
+    def variables(self) -> list[Variable]:
+        """Returns a :class:`Variable` for every key, with roles, collections and EMA links.
+
+        Reads only metadata (the index, the ``.meta`` collections, the TF2 object graph);
+        where the EMA links of a Keras file (or of swappable averages: a Keras 3 optimizer's
+        copies or ``average`` slots in a TF checkpoint) rest on an assumption, the caller
+        also gets one :class:`~ckpt_tools.errors.AssumptionWarning` per open checkpoint
+        naming it (:mod:`~ckpt_tools.keras_assumed`; the weights and their copies are read
+        to tell). ``ckpt_tools`` itself reads them with :meth:`variables_unwarned`.
+        """
+        variables = self.variables_unwarned()
+        self._warn_assumed()
+        return variables
+
+    def variables_unwarned(self) -> list[Variable]:
+        """:meth:`variables` without the :class:`~ckpt_tools.errors.AssumptionWarning`: for
+        a step of a command or API function that states the assumptions itself (the
+        commands in their notes, the functions in their own warning and ``assumed``)."""
+        if self._variables is None:
+            variables, stated_pairs = build_variables(self)  # type: ignore[arg-type]
+            if stated_pairs is not None:
+                self.stated_pairs = stated_pairs
+            if self.meta_unknown is not None:  # what the names pair is not known (defer_unknown)
+                from .formats._record import replace
+
+                variables = [replace(v, ema=None, ema_of=None, ema_candidates=())
+                             for v in variables]
+            self._variables = variables
+        return list(self._variables)
+
+    def _warn_assumed(self) -> None:
+        """:meth:`variables` for a caller of the Python API: the assumptions its EMA links rest
+        on (review-12-attack-r21 F4), once per open checkpoint, as ``ema_map`` warns."""
+        if self._reader.keras is None and not has_swappable_averages(self.objects):
+            return
+        from .keras_assumed import keras_assumptions, warn_assumed
+
+        warn_assumed(self, keras_assumptions(self), stacklevel=4)
+
+    def ema_names(self) -> list[str]:
+        """Returns :func:`ckpt_tools.roles.detect_ema_names` of the stored keys, computed
+        once (``list`` classifies roles and then pairs averages, and both need it)."""
+        if self._ema_names is None:
+            self._ema_names = _roles.detect_ema_names(self._reader.entries)
+        return list(self._ema_names)
+
+    def aliases(self) -> dict[str, str]:
+        """Returns the keys that store a variable a second time -> the key shown for it (a
+        Keras 3 ``model.export()``'s ``variables/N``: :mod:`ckpt_tools.saved_aliases`); they
+        are left out of :meth:`variables`, so each weight is listed and exported once."""
+        from .saved_aliases import saved_aliases
+
+        return self.memo("aliases", lambda: saved_aliases(self.objects, self._reader.entries))
