@@ -240,8 +240,8 @@ def ema_map(
         variables = paired_variables(ckpt, apply_order, ema_name)
         # <v>/N/<s> under N's shadow: an EMA of an EMA or a weight? (review-22-attack-r63 F1)
         refuse_under_shadows(ckpt, variables, ema_name, lambda k: out(k, k))
-        variables = stated_slashed_shadows(ckpt, variables, ema_name,
-                                           apply_order)  # --ema-name ema/slow
+        variables = stated_slashed_shadows(ckpt, variables, ema_name,  # --ema-name ema/slow
+                                           apply_order, lambda k: out(k, k))
         # keys that are not their variables' names: paired through the .meta's save op, or
         # refused where it cannot be (restore_ema's targets are the graph's own variables,
         # which the keys' variables are: graph_saved)

@@ -145,8 +145,9 @@ def start_plan(ckpt: Checkpoint, ema: bool | None, include, exclude, tensor_aver
                  and v.ema_of and k.rpartition("/")[0] == v.ema_of})):
             refuse_under_shadows(ckpt, stored, name, lambda k: filtered_out(
                 {clean_name(k, stored.get(k)), k}, include, exclude))
-    variables = stated_slashed_shadows(ckpt, stored,
-                                       map_options.get("ema_name"))  # --ema-name ema/slow
+    variables = stated_slashed_shadows(  # --ema-name ema/slow
+        ckpt, stored, map_options.get("ema_name"),
+        left_out=lambda k: filtered_out({clean_name(k, stored.get(k)), k}, include, exclude))
     has_ema = any(v.role == R.EMA for v in variables.values())
     found = unproven_keys(ckpt, variables)  # (written as stored, left out apart): read once
     # Never silently raw: without --raw, a checkpoint with no averages is refused with the

@@ -27,6 +27,7 @@ from .errors import UnprovenPairingError
 from .formats._record import replace
 from .formats.entry import TensorEntry
 from .formats.objgraph import ObjectGraph
+from .held_offers import held_offer, second_path
 from .tf2_twins import (
     AVERAGE_IF_STATED,
     CANDIDATE,
@@ -52,8 +53,28 @@ def model_held(entries: Mapping[str, TensorEntry],
             if t.outcome in (VARIABLE, AVERAGE_IF_STATED)}
 
 
+def stated_found(ckpt, variables: dict, ema_name: str) -> dict[str, tuple[str, ...]]:
+    """The weights of ``variables`` that :func:`stated_held_shadows` reads as an average under
+    a stated ``ema_name``, beside their own weights or not: key -> the variables it is named
+    like an average of (never one whose own default-named average is stored: the file
+    disproves it)."""
+    read = ckpt_twins(ckpt)
+    return {k: t.heads for k, t in read.items()
+            if t.outcome == AVERAGE_IF_STATED and t.heads and t.named(ema_name)
+            and all(h in variables for h in t.heads)
+            and k in variables and variables[k].role == R.WEIGHT}
+
+
+def doubted(ckpt, variables: dict, ema_name: str) -> dict[str, tuple[str, ...]]:
+    """Those of :func:`stated_found` no object tracks beside their weight's own path
+    (:func:`beside`): what :func:`refuse_sub_module_held` refuses under ``--ema-name
+    ema_name``, sorted by key."""
+    found = stated_found(ckpt, variables, ema_name)
+    return {k: found[k] for k in sorted(found) if not beside(ckpt.objects, k, found[k])}
+
+
 def stated_held_shadows(ckpt, variables: dict, ema_name: str | None,
-                        apply_order=None) -> dict:
+                        apply_order=None, left_out=None) -> dict:
     """``variables`` (key -> :class:`~ckpt_tools.variable.Variable`) with each variable
     :func:`model_held` reads as a model's own (``<v>/<ema_name>``, ``_N`` aside) read as
     ``v``'s average where ``ema_name`` is stated (``--ema-name``): the user's statement, as
@@ -61,20 +82,26 @@ def stated_held_shadows(ckpt, variables: dict, ema_name: str | None,
     fit (two towers of one class each keeping its averages as attributes, ``enc.w_avg``:
     review-16-attack-r35 F2), they are paired as the same averages in a list would be:
     under ``apply_order`` (:func:`~ckpt_tools.pairing.pair_by_names`), else left with their
-    candidates (the refusal asks for the order)."""
+    candidates (the refusal asks for the order).
+
+    A key :func:`refuse_sub_module_held` refuses that ``left_out(key)`` (the command's name
+    filters) leaves out is no refusal: it stays a weight, out of the output, and the other
+    averages are read (its weight then has no average: ``--allow-missing`` writes it raw, or
+    an ``--exclude`` of it leaves it out). An ``--exclude`` of the doubted key could not lift
+    the refusal, which made every average of such a model unreadable (review-32-attack-r125
+    M1)."""
     if not ema_name or "," in ema_name or ckpt.objects is None:
         return variables
-    # never a variable whose own default-named average is stored: the file disproves it
-    read = ckpt_twins(ckpt)
-    found = {k: t.heads for k, t in read.items()
-             if t.outcome == AVERAGE_IF_STATED and t.heads and t.named(ema_name)
-             and all(h in variables for h in t.heads)
-             and k in variables and variables[k].role == R.WEIGHT}
+    found = stated_found(ckpt, variables, ema_name)
     if not found:
         return variables
-    refuse_sub_module_held(ckpt, variables, {k: found[k] for k in sorted(found)
-                                              if not beside(ckpt.objects, k, found[k])},
+    apart = {k: found[k] for k in sorted(found) if not beside(ckpt.objects, k, found[k])}
+    lifted = {k for k in apart if left_out is not None and left_out(k)}
+    refuse_sub_module_held(ckpt, variables, {k: h for k, h in apart.items() if k not in lifted},
                            ema_name)
+    found = {k: h for k, h in found.items() if k not in lifted}
+    if not found:
+        return variables
     pairing = None
     if any(len(heads) > 1 for heads in found.values()):
         from .object_roles import pair_object_shadows  # it builds on this module's twins
@@ -148,16 +175,33 @@ def refuse_sub_module_held(ckpt, variables: dict, apart: dict, ema_name: str) ->
 
     more = f" (and {len(apart) - 1} more)" if len(apart) > 1 else ""
     whose = " or ".join(show(h) for h in heads[:2])
-    holder = show(k).rpartition("/")[0] or "the root"
+    offer = held_offer(ckpt, ema_name, apart, show, alone=False)
+    leave = (f"; {offer} reads the other averages" if offer else
+             "; to export averages, save them apart from the model (tf.train.Checkpoint("
+             "model=m, ema=[ema.average(v) ...])); ckpt export --raw writes the stored "
+             "tensors as they are")
     raise UnprovenPairingError(
         f"{ckpt.path}: --ema-name {ema_name}: {show(k)} ({full.get(k, k)}){more} is named "
         f"like {whose}'s average under an EMA named {ema_name!r}, but it is a variable the "
-        f"model itself tracks, in the sub-module {holder}, not beside {whose}: a sub-module "
-        "named like a weight names its own variables so, and nothing recorded tells one from "
-        "an average kept in a sub-module (m.sub.d = ema.average(m.w)), so no --ema-name "
-        f"reads it as an average; to export averages, save them apart from the model "
-        "(tf.train.Checkpoint(model=m, ema=[ema.average(v) ...])); ckpt export --raw writes "
-        "the stored tensors as they are", None, {k: tuple(heads)})
+        f"model itself tracks, {where_held(ckpt.objects, k, heads, show)}, so no --ema-name "
+        f"reads it as an average{leave}", "--exclude" if offer else None, {k: tuple(heads)})
+
+
+def where_held(objects: ObjectGraph, key: str, heads, show) -> str:
+    """Where ``key`` is tracked, for a refusal of it as an average of ``heads``: in a
+    sub-module not beside them (r118 F3), or beside one only on its second path, a tied
+    weight's reference (``model/enc/w`` of ``model/head``, r125 M1)."""
+    holder = show(key).rpartition("/")[0] or "the root"
+    tied = second_path(objects, key, heads, _held_by(objects))
+    if tied is None:
+        return (f"in the sub-module {holder}, not beside {' or '.join(map(show, heads[:2]))}: "
+                "a sub-module named like a weight names its own variables so, and nothing "
+                "recorded tells one from an average kept in a sub-module (m.sub.d = "
+                "ema.average(m.w))")
+    return (f"in the sub-module {holder}, which tracks {show(tied[0])} only on a second path "
+            f"({tied[1]}): TensorFlow records a tied weight as one variable with two parents, "
+            "not which one owns it, and a module keeping a reference to a weight beside its "
+            "own variable named so writes this same file")
 
 
 #: Starts the hint for a model-tracked twin of a weight that has an average (r34 F1).
@@ -234,16 +278,27 @@ def held_hint(ckpt, variables: dict, missing) -> str | None:
                 f"delta), or {whose} under {base!r} averaged again by a {again} "
                 f"{EMA_OF_EMA}, which the file does not tell "
                 f"apart (--ema-name {base} is refused so; --raw writes {show(k)} as stored)")
-    if not beside(ckpt.objects, k, read[k].heads):  # no --ema-name reads it (r118 F3)
+    # what --ema-name base reads, probed: a key in a sub-module, or beside a tied weight's
+    # second path, is refused under it; the others are read leaving it out (r125 M1)
+    doubt = doubted(ckpt, variables, base) if weight else {}
+    offer = held_offer(ckpt, base, doubt, show)
+    if k in doubt:  # no --ema-name reads it (r118 F3)
         return (f"{show(k)}{more} is named like {whose} under an EMA named {base!r} "
-                f"({ckpt.objects.full_names[k]}), but{HELD_OWN}, in the sub-module "
-                f"{show(k).rpartition('/')[0] or 'the root'}, so it is read as a weight: a "
-                "sub-module named like a weight names its own variables so, and no "
-                "--ema-name reads it as an average")
+                f"({ckpt.objects.full_names[k]}), but{HELD_OWN}, "
+                f"{where_held(ckpt.objects, k, read[k].heads, show)}, so it is read as a "
+                "weight, and no --ema-name reads it as an average"
+                + (f"; {offer} reads the other averages, only if {base!r} is the name you "
+                   "gave an ExponentialMovingAverage" if offer else ""))
+    if not offer:
+        return (f"{show(k)}{more} is named like {whose} under an EMA named {base!r} "
+                f"({ckpt.objects.full_names[k]}), but{HELD_OWN}, so it is read as a weight, "
+                f"and no --ema-name decides (--ema-name {base} is refused, with "
+                "--allow-missing too)")
+    said = "".join(f"; {show(d)} is not read as an average under it: "
+                   f"{where_held(ckpt.objects, d, doubt[d], show)}" for d in list(doubt)[:1])
     return (f"{show(k)}{more} is named like {whose} under an EMA named {base!r} "
             f"({ckpt.objects.full_names[k]}), but{HELD_OWN}, so it is read as a weight: pass "
-            f"--ema-name {base} (ema_name={base!r} in Python) only if that is the name you "
-            "gave an ExponentialMovingAverage")
+            f"{offer} only if that is the name you gave an ExponentialMovingAverage{said}")
 
 
 def off_default(ckpt, unpaired: list, ema_name: str | None = None) -> list:

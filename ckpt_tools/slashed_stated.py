@@ -45,16 +45,17 @@ def _shadow_of(key: str, v, variables, name: str) -> str | None:
 
 
 def stated_slashed_shadows(ckpt, variables: dict, ema_name: str | None,
-                           apply_order=None) -> dict:
+                           apply_order=None, left_out=None) -> dict:
     """``variables`` with each ``<v>/<ema_name>`` read as ``v``'s average, where ``ema_name``
     (stated: ``--ema-name``) has several parts and no ``.meta`` is read (a TF1 checkpoint);
     unchanged otherwise. In a TF2 checkpoint, the model's own variables named like an
-    average under ``ema_name`` (:func:`~ckpt_tools.object_held.stated_held_shadows`)."""
+    average under ``ema_name`` (:func:`~ckpt_tools.object_held.stated_held_shadows`, which
+    ``left_out(key)``, the command's name filters, tells what the output leaves out)."""
     if ckpt.objects is not None:  # <a>/<b>/<x> of a weight <a>/<b> under a stated x: F1
         refuse_own_average_stated(ckpt, variables, ema_name)  # an EMA of an EMA? F7
         variables = stated_own_heads(ckpt, variables, ema_name)
         variables = stated_orphans(ckpt, variables, ema_name)  # r39 F8: said, never read
-        return stated_held_shadows(ckpt, variables, ema_name, apply_order)
+        return stated_held_shadows(ckpt, variables, ema_name, apply_order, left_out)
     if (not ema_name or "," in ema_name or ckpt.objects is not None
             or ckpt.meta is not None):
         return variables

@@ -165,7 +165,17 @@ def test_a_sub_module_weight_named_like_an_average_is_never_one(tf, tmp_path):
         said = " ".join(result.stderr.split())
         assert result.exit_code == 6 and not out.exists(), (d.name, args, said)
         assert "a variable the model itself tracks, in the sub-module model/sub" in said, said
-        assert "--exclude" not in said, said
+        if d == bare or "model/b" in args:  # no other average to read leaving d out
+            assert "--exclude" not in said, said
+            continue
+        # b's average saved apart: the offer leaves d (and w) out and reads b's, run here
+        # (review-32-attack-r125 M1: an --exclude of the doubted key lifts the refusal)
+        offer = said.split("no --ema-name reads it as an average; ")[1].split(" (ema_name=")[0]
+        assert "--exclude 'model/sub/d'" in offer, said
+        result = _export(d, out, *offer.replace("'", "").split())
+        assert result.exit_code == 0, (offer, result.output)
+        _same(out, {"model/b": fast.average(m.b).numpy()})
+        out.unlink()
 
 
 def test_a_sub_module_holding_a_reference_beside_its_own_weight_is_refused(tf, tmp_path):
@@ -191,3 +201,53 @@ def test_a_sub_module_holding_a_reference_beside_its_own_weight_is_refused(tf, t
         said = " ".join(result.stderr.split())
         assert result.exit_code == 6 and not out.exists(), (args, said)  # was 0: w = [7, 7]
         assert "a variable the model itself tracks" in said, said
+
+
+def test_a_tied_weight_referenced_above_its_module_lets_the_other_averages_be_read(
+        tf, tmp_path):
+    """review-32-attack-r125 M1: ``m.head = m.enc.w`` (a tied weight referenced at the top, so
+    w's first path is model/head), ``m.enc.w_avg = fast.average(m.enc.w)``, ``m.enc.u_avg =
+    fast.average(m.enc.u)``. TF records w as one object with two parents, so the file is byte
+    for byte a module keeping a reference to the top weight beside its own variable named
+    ``tw/fast`` (r123 F1): w_avg stays refused. But the first refusal offered ``--ema-name``
+    alone, which was then refused as "no --ema-name reads it", and no ``--exclude`` of w_avg
+    could lift that, so u's average, beside u's own path, was unreadable too. Each offer is
+    probed and run here; truth is ``fast.average(v)``."""
+    m = tf.Module()
+    m.enc = tf.Module()
+    m.enc.w = tf.Variable([1.0, 2.0], name="s33a_tw")
+    m.enc.u = tf.Variable([3.0, 4.0], name="s33a_tu")
+    m.head = m.enc.w
+    fast = tf.train.ExponentialMovingAverage(0.5, name="s33af")
+    fast.apply([m.enc.w, m.enc.u])
+    m.enc.w.assign([5.0, 6.0])
+    m.enc.u.assign([7.0, 8.0])
+    fast.apply([m.enc.w, m.enc.u])
+    m.enc.w_avg, m.enc.u_avg = fast.average(m.enc.w), fast.average(m.enc.u)
+    d, out = tmp_path / "ck", tmp_path / "x.npz"
+    tf.train.Checkpoint(model=m).write(str(d / "ckpt"))
+    u_avg, w_raw = fast.average(m.enc.u).numpy(), m.enc.w.numpy()
+
+    def run_offer(said: str, after: str, *mine: str) -> None:
+        offer = said.split(after)[1].split(" (ema_name=")[0]
+        assert "--exclude 'model/enc/w_avg'" in offer, said  # was: --ema-name s33af alone
+        result = _export(d, out, *mine, *offer.replace("'", "").split())
+        assert result.exit_code == 0, (offer, result.output)
+        _same(out, {"model/enc/u": u_avg})  # w and w_avg left out, never read as w's average
+        out.unlink()
+
+    result = _export(d, out)
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 6 and not out.exists(), said
+    run_offer(said, "so it is read as a weight: pass ")
+    for mine in ([], ["--exclude", "model/head"]):
+        result = _export(d, out, "--ema-name", "s33af", *mine)
+        said = " ".join(result.stderr.split())
+        assert result.exit_code == 6 and not out.exists(), said
+        # named by the path beside it, not only by the reference path
+        assert "tracks model/head only on a second path (model/enc/w)" in said, said
+        run_offer(said, "no --ema-name reads it as an average; ", *mine)
+    result = _export(d, out, "--ema-name", "s33af", "--exclude", "model/enc/w_avg",
+                     "--allow-missing")
+    assert result.exit_code == 0, result.output
+    _same(out, {"model/enc/u": u_avg, "model/head": w_raw})  # w raw, as stated
