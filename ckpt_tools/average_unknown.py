@@ -65,6 +65,11 @@ def unknown_to_carry(ckpts: list[Checkpoint], ema: bool, bake: bool,
             "name and the output is refused the same way; --ema --bake --no-meta states the "
             "names)", option="--no-meta")
     if own is not None:
+        if unknown[0].meta is not None:
+            # its own graph beside it refused (a marked output read through a graph that no
+            # longer says what its keys hold): no graph is unknown, and that refusal names
+            # what decides; copying the inputs elsewhere decides nothing (r119 N1)
+            raise UnprovenPairingError(str(first), option=first.option)
         marked = refused_by_mark(unknown[0])  # its mark's refusal names what decides it
         raise UnprovenPairingError(
             f"{first}; {own.path} has a .meta of its own, which the output would get as its "

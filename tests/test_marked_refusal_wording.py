@@ -118,3 +118,31 @@ def test_an_average_of_marked_copies_points_at_the_inputs_it_names(made, tmp_pat
     with np.load(tmp_path / "in.npz") as got:
         for k in ("model/W", "model/V"):
             np.testing.assert_array_equal(got[k], truth[f"crossed:2:avg:{k}"])
+
+
+def test_averaging_marked_outputs_in_place_offers_what_decides(made, tmp_path):
+    """review-32-attack-r119 N1: ``average`` of two restore-ema outputs that baked one EMA
+    object over keys their input's graph says hold another's, read in place (each beside the
+    input's graph it was written with), joined that refusal with "Copy the inputs with their
+    directory locally (or to s3://) to have their graphs read": they are local, and their
+    graphs were read. The refusal is now the outputs' own, which offers their inputs; the
+    input, read as offered, gives TF's averages."""
+    out, truth = made
+    run = out / "raw_holds_fast"
+    outs = []
+    for i in (1, 2):
+        code, _, err = run_cli(["restore-ema", str(run / f"model.ckpt-{i}"), "--ema-name",
+                                "slow", "--out", str(tmp_path / f"r{i}")])
+        assert code == 0, err
+        outs.append(str(tmp_path / f"r{i}/model.ckpt-{i}"))
+    code, _, err = run_cli(["average", *outs, "--out", str(tmp_path / "a")])
+    said = " ".join(err.split())
+    assert code == 6 and not (tmp_path / "a").exists(), err
+    assert "to have their graphs read" not in said and "s3://" not in said, err
+    assert "Read the averages from the checkpoint it was written from" in said, err
+    code, _, err = run_cli(["export", str(run / "model.ckpt-1"), "--ema-name", "slow",
+                            "--out", str(tmp_path / "in.npz")])
+    assert code == 0, err
+    with np.load(tmp_path / "in.npz") as got:
+        for k in ("model/W", "model/V"):
+            np.testing.assert_array_equal(got[k], truth[f"raw_holds_fast:1:slow:{k}"])
