@@ -112,3 +112,32 @@ def selected_pairs(variables, pairs: list[tuple[str, str]], missing_set: set[str
         kept.append((src, tgt))
         (averaged if src != tgt else raw).append(tgt)
     return mapping, kept, averaged, raw, dropped
+
+
+def excluded_said(ckpt: Checkpoint, mapping: dict[str, str], targets, exclude: list[str] | None,
+                  ) -> str:
+    """How the ``exclude`` globs select each of ``targets`` (the averaged targets of the
+    unfiltered map ``mapping``, source key -> target), for the refusal that the filters
+    left no variable with an EMA shadow: one glob may select several variables, one by its
+    name and another by the key its average is read from or the variable the ``.meta``'s
+    save op wrote under its key (``--exclude model/W`` of a Saver ``{"model/W": V,
+    "model/V": W}`` left out both: review-32-attack-r122 N1).
+
+    Returns:
+        `str`: ``": they leave out 'a' (its name) and 'b' (...)"``; ``""`` where the globs
+        leave out one variable by its own name only, or none.
+    """
+    source = {t: s for s, t in mapping.items()}
+    said: list[str] = []
+    for tgt in targets:
+        src, variable = source.get(tgt, tgt), restored_name(ckpt, tgt)
+        if match_any(tgt, exclude):
+            said.append(f"{tgt!r} (its name)")
+        elif src != tgt and match_any(src, exclude):
+            said.append(f"{tgt!r} (its average's key {src!r})")
+        elif variable is not None and match_any(variable, exclude):
+            said.append(f"{tgt!r} (the key the .meta's save op wrote variable {variable!r} "
+                        "under)")
+    if not said or len(said) == 1 and said[0].endswith("(its name)"):
+        return ""
+    return f": they leave out {' and '.join(said)}"

@@ -146,3 +146,17 @@ def test_averaging_marked_outputs_in_place_offers_what_decides(made, tmp_path):
     with np.load(tmp_path / "in.npz") as got:
         for k in ("model/W", "model/V"):
             np.testing.assert_array_equal(got[k], truth[f"raw_holds_fast:1:slow:{k}"])
+
+
+def test_an_exclude_leaving_out_two_variables_says_so(made, tmp_path):
+    """review-32-attack-r122 N1: ``restore-ema --exclude model/W`` of a Saver ``{"model/W": V,
+    "model/V": W}`` left out both variables (W by the key its save op wrote it under, V by
+    its key's name), and the refusal said only that the filters select no variable with an
+    EMA shadow. It now says which variables the glob left out, and how."""
+    out, _ = made
+    code, _, err = run_cli(["restore-ema", str(out / "rawswap/model.ckpt-2"), "--exclude",
+                            "model/W", "--out", str(tmp_path / "r")])
+    said = " ".join(err.split())
+    assert code == 3 and not (tmp_path / "r").exists(), err
+    assert "they leave out 'model/V' (the key the .meta's save op wrote variable 'model/W' " \
+           "under) and 'model/W' (its name)" in said, err

@@ -327,13 +327,13 @@ def _escaped_hint(shown, globs: list[str]) -> str:
 
 
 def no_selection(path: str, names: NameFilter, exclude: list[str] | None = None,
-                 what: str = "variable", shown=()):
+                 what: str = "variable", shown=(), said: str = ""):
     """Returns the exit-3 error every command gives when the name filters select nothing:
     ``<path>: the name filters select no variable (--grep '...')``, adding that ``--grep`` is
     a glob when a pattern looks like a regular expression. ``what`` names what the command
     acts on when the filters match keys but none of those (``variable with an EMA shadow``).
     ``shown``: the names the filters were matched against, for the hint that a ``--grep``
-    word matches the whole name."""
+    word matches the whole name; ``said``: what the filters left out, after them."""
     from ..errors import VariableNotFoundError
 
     given = [f"--grep {g!r}" for g in names.globs] + \
@@ -345,7 +345,7 @@ def no_selection(path: str, names: NameFilter, exclude: list[str] | None = None,
     if not hint and not exclude:
         hint = _whole_name_hint(shown, names.globs, "--grep")
     return VariableNotFoundError(f"{path}: the name filters select no {what} "
-                                 f"({' '.join(given)}){hint}")
+                                 f"({' '.join(given)}){said}{hint}")
 
 
 def check_output_parent(path: str, operation: str = "creating the output") -> None:

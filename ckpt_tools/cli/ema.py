@@ -327,8 +327,14 @@ def require_averaged(ckpt, options: dict, names: NameFilter | None, exclude) -> 
     if ema_map(ckpt, slots=KEEP, non_averaged=KEEP, **options).averaged:
         return
     unfiltered = {**options, "include": None, "exclude": None}
-    if ema_map(ckpt, slots=KEEP, non_averaged=KEEP, **unfiltered).averaged:
-        raise no_selection(ckpt.path, names, exclude, "variable with an EMA shadow")
+    whole = ema_map(ckpt, slots=KEEP, non_averaged=KEEP, **unfiltered)
+    if whole.averaged:
+        from ..ema_filters import excluded_said
+
+        # (one glob may leave out several variables, by a name or a key read: r122 N1)
+        raise no_selection(ckpt.path, names, exclude, "variable with an EMA shadow",
+                           said=excluded_said(ckpt, whole.mapping, whole.averaged,
+                                              options.get("exclude")))
 
 
 def note_stated_order(out: Output, ckpt, apply_order: str | None,
