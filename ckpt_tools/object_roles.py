@@ -19,6 +19,7 @@ from .formats.objgraph import (
     readable_name,
     trained_keys,
 )
+from .keras3_optimizer_pairs import KERAS3_SLOTS, keras3_clashes, keras3_pairs, keras3_scoped_pairs
 from .lazy_re import LazyPattern
 from .object_slashed import slashed_ema_names
 from .orphan_averages import default_named, module_own, unstated_orphans
@@ -36,7 +37,6 @@ from .roles import (
     RoleInfo,
     classify_one,
     detect_ema_names,
-    split_key,
     zero_debias_pair,
 )
 from .tf2_twins import AVERAGE_IF_STATED, SELF_NAMED_AVERAGE, VARIABLE, twins
@@ -59,9 +59,9 @@ def pair_object_shadows(entries, objects: ObjectGraph, ema_names=None,
     for k, f in full.items():
         firsts.setdefault(f, entries[k])
     names |= set(detect_ema_names(firsts)) | slashed_ema_names(firsts)  # ema/fast: r31 F8
-    keras3 = _keras3_pairs(full, entries, "average")
-    keras3.update(_keras3_scoped_pairs(objects, full, entries, "average"))
-    clash = _keras3_clashes(full, keras3, "average")
+    keras3 = keras3_pairs(full, entries, "average")
+    keras3.update(keras3_scoped_pairs(objects, full, entries, "average"))
+    clash = keras3_clashes(full, keras3, "average")
     # A Keras 3 optimizer keeps its use_ema copies in _model_variables_moving_average, which
     # the object graph records; a variable merely named <path>_average (a subclass' own
     # add_optimizer_variables(var_list, "average"), say gradient averages) is not one
@@ -93,135 +93,6 @@ def _other_shaped_average(full: str, entry: TensorEntry, kinds: dict[str, set]) 
             and (entry.shape, entry.dtype) not in kinds[head])
 
 
-def _flat(full_name: str) -> str:
-    return full_name.replace("/", "_")
-
-
-def _keras3_scoped_pairs(objects: ObjectGraph, full: dict[str, str], entries,
-                         suffix: str) -> dict[str, str]:
-    """Keras 3 averages paired inside their own optimizer: a ``tf.train.Checkpoint`` of a
-    Keras 3 optimizer records its ``_variables`` and the ``_trainable_variables`` it was built
-    with (references to the model's variable objects). An average ``<opt>/<flat path>_average``
-    of one optimizer is the variable of that same optimizer's ``_trainable_variables`` whose
-    name flattens to ``<flat path>``: proven even when two models share variable names (a
-    GAN's generator and critic both named ``net``).
-
-    Where two of its variables flatten to one name (a layer ``x_dense`` and a block ``x``
-    holding a ``dense``: both ``net_x_dense_kernel_average``), the order proves it: Keras
-    builds one average per variable of ``_trainable_variables``, in that order, as one block of
-    ``_variables`` (both lists recorded in order); used when every average of the optimizer
-    is in that block, one per held variable, each of its variable's shape and dtype. Returns
-    average key -> variable key."""
-    out: dict[str, str] = {}
-    keys = objects.node_keys
-    for _node, kids in objects.children.items():
-        named = dict(kids)
-        if "_trainable_variables" not in named or "_variables" not in named:
-            continue
-        held = [keys[c] for _n, c in _in_order(objects.children.get(
-            named["_trainable_variables"], [])) if c in keys]
-        mine = [keys[c] for _n, c in _in_order(objects.children.get(named["_variables"], []))
-                if c in keys]
-        if any(k not in entries for k in held + mine):
-            # The object graph names a tensor the index lacks (a damaged file): positions
-            # prove nothing then, so this optimizer pairs nothing here.
-            continue
-        by_flat: dict[str, str | None] = {}
-        for k in held:
-            if k in full:
-                f = _flat(full[k])
-                by_flat[f] = k if by_flat.get(f, k) == k else None
-        for k in mine:
-            last = split_key(full.get(k, ""))[1]
-            if "/" not in full.get(k, "") or not last.endswith("_" + suffix):
-                continue
-            src = by_flat.get(last[: -len(suffix) - 1])
-            if src is not None and src != k and entries[src].shape == entries[k].shape:
-                out[k] = src
-        listed = [keys[c] for _n, c in _in_order(objects.children.get(
-            named.get("_model_variables_moving_average", -1), [])) if c in keys]
-        if (listed and len(listed) == len(held) == len(set(held)) == len(set(listed))
-                and all(k in entries for k in listed)
-                and all(entries[a].shape == entries[v].shape
-                        and entries[a].dtype == entries[v].dtype
-                        for a, v in zip(listed, held, strict=True))):
-            # Keras builds _model_variables_moving_average[i] for _trainable_variables[i]:
-            # both lists recorded in order prove each pair, whatever the names (two weight
-            # paths flattening to one average name: review-14-attack-r27 F6)
-            out.update(zip(listed, held, strict=True))
-            continue
-        averages = [i for i, k in enumerate(mine) if "/" in full.get(k, "")
-                    and split_key(full[k])[1].endswith("_" + suffix)]
-        if (averages and len(averages) == len(held) and len(held) == len(set(held))
-                and averages == list(range(averages[0], averages[0] + len(held)))
-                and all(entries[mine[i]].shape == entries[v].shape
-                        and entries[mine[i]].dtype == entries[v].dtype
-                        for i, v in zip(averages, held, strict=True))):
-            for i, v in zip(averages, held, strict=True):
-                if out.get(mine[i], v) == v:
-                    out[mine[i]] = v
-    return out
-
-
-def _in_order(kids: list[tuple[str, int]]) -> list[tuple[str, int]]:
-    """A tracked list's children by index (``_variables/0``, ``/1``…, ``/10``): the list's own
-    order, which positional pairing relies on."""
-    if all(n.isdigit() for n, _ in kids):
-        return sorted(kids, key=lambda kid: int(kid[0]))
-    return kids
-
-
-def _keras3_clashes(full: dict[str, str], paired: dict[str, str],
-                    suffix: str) -> dict[str, tuple[str, ...]]:
-    """Keras 3 averages (``<opt>/<flat path>_average``) left unpaired because several
-    variables carry that path (two models of the same name): average key -> candidates."""
-    by_flat: dict[str, list[str]] = {}
-    for k, f in full.items():
-        by_flat.setdefault(_flat(f), []).append(k)
-    out = {}
-    for k, f in full.items():
-        last = split_key(f)[1]
-        if k in paired or "/" not in f or not last.endswith("_" + suffix):
-            continue
-        cands = [c for c in by_flat.get(last[: -len(suffix) - 1], []) if c != k]
-        if len(cands) > 1:
-            out[k] = tuple(cands)
-    return out
-
-
-_KERAS3_SLOTS = ("momentum", "velocity", "m", "v", "vhat", "accumulator", "accumulators",
-                 "delta_accumulator", "average_gradient", "moment", "momentums", "velocities")
-
-
-def _keras3_pairs(full: dict[str, str], entries, suffix: str) -> dict[str, str]:
-    """Keras 3 optimizers name their variables ``<optimizer>/<var path, '/' as '_'>_<what>``
-    (``sgd/net_dense_kernel_average``): returns key -> key of the model variable, for ``what`` ==
-    ``suffix``, when shapes agree and exactly one variable has that path."""
-    flat: dict[str, str | None] = {}
-
-    def add(name: str, key: str) -> None:  # two variables flattening alike: neither is proven
-        flat[name] = key if flat.get(name, key) == key else None
-
-    for k, f in full.items():
-        add(f.replace("/", "_"), k)
-    # TensorFlow names a subclassed model's variables <model>/<variable> while Keras paths
-    # read <model>/<layer>/<variable>: the layer part is the key's object path below the root
-    # attribute (``model/zeta/_kernel`` -> ``sub_zeta_kernel``).
-    attr = "/.ATTRIBUTES/VARIABLE_VALUE"
-    for k, f in full.items():
-        parts = k[: -len(attr)].split("/") if k.endswith(attr) else []
-        if len(parts) > 2 and parts[0] != "optimizer" and "/" in f:
-            add("_".join([f.split("/")[0]] + [p.lstrip("_") for p in parts[1:]]), k)
-    out = {}
-    for k, f in full.items():
-        last = split_key(f)[1]
-        if "/" in f and last.endswith("_" + suffix):
-            src = flat.get(last[: -len(suffix) - 1])
-            if src is not None and src != k and entries[src].shape == entries[k].shape:
-                out[k] = src
-    return out
-
-
 def classify_objects(entries, objects: ObjectGraph, ema_names,
                       apply_order: str | None = None) -> dict[str, RoleInfo]:
     """TF2 keys say where an object sits, not what it is; the variables' own names (recorded
@@ -231,8 +102,8 @@ def classify_objects(entries, objects: ObjectGraph, ema_names,
     full_of = {k: objects.full_names[k] for k in entries
                if k in objects.full_names and SLOT_MARK not in k}
     keras_slots: dict[str, str] = {}
-    for slot in _KERAS3_SLOTS:
-        keras_slots.update(_keras3_pairs(full_of, entries, slot))
+    for slot in KERAS3_SLOTS:
+        keras_slots.update(keras3_pairs(full_of, entries, slot))
     by_name: dict[str, TensorEntry] = {}
     for key, entry in entries.items():
         full = objects.full_names.get(key)
