@@ -24,9 +24,9 @@ from .ema_refusals import (
     UnprovenPairingError,
     contradiction_message,
     exact_names,
-    several_message,
     suffix_base,
 )
+from .ema_several_averages import several_message
 from .errors import EmaError
 from .wording import counted
 
