@@ -30,7 +30,8 @@ wording, by :mod:`~ckpt_tools.average_graphs` first.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from .average_renumbered import pairing_fault, renumbering_fault
 from .average_shared import refuse_unproven_shared
@@ -97,22 +98,15 @@ def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str],
         # an optimizer made again in one process); the primary's own key is compared here
         differ = [k for k in keys if have.get(k) != want.get(k)
                   and not (k in newest.objects.slots and slots.get(k) == newest.objects.slots[k])]
-        if not differ:
-            continue
-        if {have.get(k) for k in keys} != {want.get(k) for k in keys}:
+        if differ and {have.get(k) for k in keys} != {want.get(k) for k in keys}:
             # another process numbered the names on (review-32-attack-r120 F3): accepted
             # where only an order-keeping renumbering and no proven pairing tells them apart
             _refuse_renumbered(ckpt, newest, have, want, keys, differ, pairing)
             continue
-        key = differ[0]
-        more = f" (and {counted(len(differ) - 1, 'other key')})" if len(differ) > 1 else ""
-        raise UnprovenPairingError(
-            f"{ckpt.path}: {_shown(key)!r} holds {_holds(have.get(key))} there but "
-            f"{_holds(want.get(key))} in {newest.path}{more}, as their object graphs record: "
-            "the holders changed between the saves (a list in another order, objects or "
-            "attributes swapped), and averaging by key would mix different variables' values: "
-            "refused; average only checkpoints whose keys hold the same variables (no option "
-            "decides)", option=None)
+        _refuse_first_differing(
+            ckpt, newest.path, have, want, differ, _holds,
+            "their object graphs record: the holders changed between the saves (a list in "
+            "another order, objects or attributes swapped)", shown=_shown)
     # equal names under a name several variables share prove nothing (r121 F3)
     refuse_unproven_shared(ckpts, keys, pairing, bake)
 
@@ -189,17 +183,34 @@ def _refuse_sources_differing(ckpts: list[Checkpoint], keys: list[str]) -> None:
         return
     first, want = read[0]
     for ckpt, have in read[1:]:
-        differ = [k for k in keys if have.get(k) != want.get(k)]
-        if not differ:
-            continue
-        key = differ[0]
-        more = f" (and {counted(len(differ) - 1, 'other key')})" if len(differ) > 1 else ""
-        raise UnprovenPairingError(
-            f"{ckpt.path}: {key!r} holds {_written(have.get(key))} there but "
-            f"{_written(want.get(key))} in {first.path}{more}, as the save op of each one's own "
-            "graph records: the Saver's var_list changed between the saves, and averaging by "
-            "key would mix different variables' values: refused; average only checkpoints "
-            "whose keys hold the same variables (no option decides)", option=None)
+        _refuse_first_differing(
+            ckpt, first.path, have, want, [k for k in keys if have.get(k) != want.get(k)],
+            _written, "the save op of each one's own graph records: the Saver's var_list "
+            "changed between the saves")
+
+
+def _refuse_first_differing(ckpt: Checkpoint, newest: str, have: Mapping, want: Mapping,
+                            differ: list[str], describe: Callable[[Any], str], recorded: str,
+                            shown: Callable[[str], str] = str) -> None:
+    """Refuses ``ckpt`` where ``differ``, its keys whose record in ``have`` (key -> what the
+    key holds there) is not the one in ``want`` (the same, in the input ``newest`` names), is
+    not empty: the first of them, said with ``shown``, what each input records there in
+    ``describe``'s words, and ``recorded``, what records it and why they may differ. The
+    TF2 (object graphs' ``full_name``) and TF1 (save ops' sources) comparisons alike.
+
+    Raises:
+        UnprovenPairingError: (exit 6, ``option`` ``None``) naming ``ckpt``, the first key,
+            what each input holds there and how many keys differ.
+    """
+    if not differ:
+        return
+    key = differ[0]
+    more = f" (and {counted(len(differ) - 1, 'other key')})" if len(differ) > 1 else ""
+    raise UnprovenPairingError(
+        f"{ckpt.path}: {shown(key)!r} holds {describe(have.get(key))} there but "
+        f"{describe(want.get(key))} in {newest}{more}, as {recorded}, and averaging by key "
+        "would mix different variables' values: refused; average only checkpoints whose keys "
+        "hold the same variables (no option decides)", option=None)
 
 
 def _written(names: set[str] | None) -> str:
