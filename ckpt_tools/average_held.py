@@ -33,8 +33,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from .average_keyed import keyed_alike
 from .average_renumbered import pairing_fault, renumbering_fault
-from .average_shared import refuse_unproven_shared
+from .average_shared import refuse_unproven_shared, shared_name_keys
 from .checkpoint import Checkpoint
 from .errors import UnprovenPairingError
 from .wording import counted
@@ -89,6 +90,11 @@ def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str],
     if newest.objects is None:
         _refuse_sources_differing(ckpts, keys)
         return
+    every = keys
+    # averages whose holders' own keys name the same weight in every input (a dict keyed by
+    # the weights' paths): TF's _N on their names follows apply() order, their place does not
+    alike = keyed_alike(ckpts, [k for c in ckpts for k in shared_name_keys(c, keys)])
+    keys = [k for k in keys if k not in alike]
     want = newest.objects.full_names
     for ckpt in ckpts[:-1]:
         have = ckpt.objects.full_names if ckpt.objects is not None else {}
@@ -108,7 +114,7 @@ def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str],
             "their object graphs record: the holders changed between the saves (a list in "
             "another order, objects or attributes swapped)", shown=_shown)
     # equal names under a name several variables share prove nothing (r121 F3)
-    refuse_unproven_shared(ckpts, keys, pairing, bake)
+    refuse_unproven_shared(ckpts, every, pairing, bake)
 
 
 def _refuse_renumbered(ckpt: Checkpoint, newest: Checkpoint, have: dict, want: dict,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from .average_keyed import keyed_alike
 from .average_renumbered import proven_owners
 from .checkpoint import Checkpoint
 from .errors import UnprovenPairingError
@@ -73,11 +74,30 @@ def shared_name_keys(ckpt: Checkpoint, keys: list[str]) -> dict[str, tuple[str, 
     return out
 
 
+def _unproven(ckpts: list[Checkpoint], keys: list[str]) -> dict[str, tuple[Checkpoint, str, int]]:
+    """Of ``keys``, those some input records under a name several variables share there:
+    key -> (that input, the shared name, how many variables share it), the newest input's
+    where it records one; an optimizer slot (proven by its slot record,
+    :mod:`~ckpt_tools.average_held`) and a key whose holder's own key names the same weight in
+    every input (:func:`~ckpt_tools.average_keyed.keyed_alike`) are left out."""
+    unproven: dict[str, tuple[Checkpoint, str, int]] = {}
+    for ckpt in reversed(ckpts):
+        slots = ckpt.objects.slots if ckpt.objects is not None else {}
+        for k, (s, n) in shared_name_keys(ckpt, keys).items():
+            if k not in slots:
+                unproven.setdefault(k, (ckpt, s, n))
+    if unproven:
+        for k in keyed_alike(ckpts, unproven):
+            del unproven[k]
+    return unproven
+
+
 def refuse_unproven_shared(ckpts: list[Checkpoint], keys: list[str], pairing: dict | None,
                            bake: bool) -> None:
     """Refuses averaging ``keys`` of the TF2 ``ckpts`` (the newest last) where a key's recorded
-    name is under a name several variables share in some input and the inputs' own EMA maps
-    do not each prove it the average of the same weight key.
+    name is under a name several variables share in some input and neither the holders' own
+    keys (:mod:`~ckpt_tools.average_keyed`) nor the inputs' own EMA maps each prove it the
+    average of the same weight key.
 
     With ``bake``, where the newest input's own map cannot be built under the command's
     statements, this returns: the ``--bake`` pairing then refuses that map with the option
@@ -87,12 +107,7 @@ def refuse_unproven_shared(ckpts: list[Checkpoint], keys: list[str], pairing: di
         UnprovenPairingError: (exit 6, ``option`` ``None``) naming the input, the key, the
             shared name and why the files cannot tell which variable's average it holds.
     """
-    unproven: dict[str, tuple[Checkpoint, str, int]] = {}
-    for ckpt in reversed(ckpts):
-        slots = ckpt.objects.slots if ckpt.objects is not None else {}
-        for k, (s, n) in shared_name_keys(ckpt, keys).items():
-            if k not in slots:  # a slot is proven by its slot record (average_held)
-                unproven.setdefault(k, (ckpt, s, n))
+    unproven = _unproven(ckpts, keys)
     if not unproven:
         return
     newest = ckpts[-1]
@@ -123,5 +138,6 @@ def refuse_unproven_shared(ckpts: list[Checkpoint], keys: list[str], pairing: di
             "names do not prove that a key "
             "holds the same variable's average in every input, and no EMA map of each input "
             "proves it: averaging by key could mix different variables' averages: refused; "
-            "name the variables (name=) in the run, or, with --ema --bake, state an "
+            "name the variables (name=) in the run, or keep the averages in a dict keyed by "
+            "the weights' paths (ema={'dense/bias': ...}); with --ema --bake, state an "
             "--apply-order true of every input's ema.apply() (docs/averaging.md)", option=None)

@@ -202,6 +202,25 @@ def test_issue_tf2_unnamed_list_plain_average_is_refused(unnamed_list_run, tmp_p
     assert not (tmp_path / "o").exists()
 
 
+def test_tf2_object_plain_average_by_the_dict_keys_that_name_the_weights(tmp_path, tf):
+    """Session 33 (note32 Open item 2): tf2_object keeps its averages in a dict keyed by the
+    weights' paths (ema/dense.Sbias beside model/dense/bias); two Dense biases share the name
+    'bias', so 5fbecbc refused every plain average of it. The dict key names the weight
+    whatever order ema.apply() got: averaged now, each average key (TF's ema_of, recorded at
+    save time) the mean of what TensorFlow reads there in each input."""
+    expected = json.loads((FIXTURES / "tf2_object" / "expected.json").read_text())
+    proc = run_in_process(["average", str(FIXTURES / "tf2_object"), "--last", "3", "--out",
+                           str(tmp_path / "o"), "--json"])
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert "dropped" not in result
+    inputs = [_tf_values(tf, FIXTURES / "tf2_object" / p) for p in expected["all_prefixes"]]
+    out = _tf_values(tf, result["output"])
+    for shadow in expected["ema_of"]:
+        assert shadow in result["averaged"], shadow
+        np.testing.assert_array_equal(out[shadow], _mean([i[shadow] for i in inputs]))
+
+
 def test_bake_with_an_unaveraged_weight_follows_the_refusal_to_allow_missing(tmp_path, tf):
     """TF1: ``net/scale`` is left out of ``ema.apply``; the refusal names --allow-missing,
     which average takes: the averaged plain names get the mean of ``ema.average(v)``, the

@@ -79,8 +79,37 @@ ue = tf.train.ExponentialMovingAverage(0.5); ue.apply(uo); steps(uo, ue)
 tf.train.Checkpoint(model=u, ema=[ue.average(v) for v in uo]).write(f"{out}/unnamed/ck")
 # review-32-attack-r125 F1: the averages alone (no weight of that name saved beside them)
 tf.train.Checkpoint(ema=[ue.average(v) for v in uo]).write(f"{out}/unnamed_avgonly/ck")
+# session 33: the weights in a list too (model/0, model/1): ema/0's place matches model/0's,
+# yet a list's place proves nothing (it follows the order the code iterated in)
+tf.train.Checkpoint(model=[u.w, u.b], ema=[ue.average(v) for v in uo]).write(
+    f"{out}/unnamed_listed/ck")
 truth.update({"unnamed:w": ue.average(u.w).numpy(), "unnamed:b": ue.average(u.b).numpy(),
-              "unnamed:ema0": ue.average(uo[0]).numpy()})
+              "unnamed:ema0": ue.average(uo[0]).numpy(), "unnamed:rw": u.w.numpy(),
+              "unnamed:rb": u.b.numpy()})
+# the same run's averages kept by the user's own key (session 33): "dict", a dict keyed by the
+# weights' paths; "attr", an attribute beside its weight (m.enc.w_avg). Their names swap with
+# the apply order as ema/0's do; their places do not
+d = tf.Module(); d.w = tf.Variable(tf.zeros([3])); d.b = tf.Variable(tf.zeros([3]))
+a = tf.Module(); a.enc = tf.Module(); a.dec = tf.Module()
+a.enc.w = tf.Variable(tf.zeros([3])); a.dec.b = tf.Variable(tf.zeros([3]))
+if k == 2:
+    tf.train.Checkpoint(model=d).read(f"{first}/dict/ck").expect_partial()
+    tf.train.Checkpoint(model=a).read(f"{first}/attr/ck").expect_partial()
+emas = {}
+for case, w, b, order in (("dict", d.w, d.b, list(d.trainable_variables)),
+                          ("attr", a.enc.w, a.dec.b, [a.dec.b, a.enc.w])):  # [b, w] resumed
+    ko = [w, b] if k == 1 else order
+    emas[case] = ke = tf.train.ExponentialMovingAverage(0.5); ke.apply(ko)
+    if case == "attr":  # attached after the read above: restored from ck-1's, then trained on
+        a.enc.w_avg = ke.average(a.enc.w); a.dec.b_avg = ke.average(a.dec.b)
+    steps(ko, ke)
+tf.train.Checkpoint(model=d, ema={"w": emas["dict"].average(d.w),
+                                  "b": emas["dict"].average(d.b)}).write(f"{out}/dict/ck")
+tf.train.Checkpoint(model=a).write(f"{out}/attr/ck")
+for case, w, b in (("dict", d.w, d.b), ("attr", a.enc.w, a.dec.b)):  # at save time
+    ke = emas[case]
+    truth.update({f"{case}:w": ke.average(w).numpy(), f"{case}:b": ke.average(b).numpy(),
+                  f"{case}:names": np.array([ke.average(w).name, ke.average(b).name])})
 assert ue.average(uo[0]).name == "Variable/ExponentialMovingAverage:0"
 print(k, e.average(m.w).name, r.average(l1.w).name, opt._trainable_variables[0].path)
 """
@@ -177,12 +206,38 @@ def test_a_reordered_list_names_what_differs_where_one_key_keeps_its_name(runs, 
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("case", ["unnamed_avgonly", "unnamed_listed"])
 @pytest.mark.parametrize("extra", [[], ["--ema"]])
-def test_averages_numbered_apart_by_the_counter_alone_are_refused(runs, tmp_path, extra):
+def test_averages_numbered_apart_by_the_counter_alone_are_refused(runs, tmp_path, extra, case):
     """review-32-attack-r125 F1: the unnamed run's averages saved alone record
     'Variable/ExponentialMovingAverage' and '..._1' with no weight named Variable beside them:
     the shared name was not seen and ema/0 averaged w's average with b's, exit 0. Names that
     differ only by TF's _N follow each process's apply() order: refused."""
-    code, err = _average(runs, "unnamed_avgonly", tmp_path / "out", *extra)
+    code, err = _average(runs, case, tmp_path / "out", *extra)
     assert code == 6 and "named after 'Variable'" in err, err
     assert not (tmp_path / "out").exists()
+
+
+_HELD = {"dict": ("ema/w", "ema/b"), "attr": ("model/enc/w_avg", "model/dec/b_avg")}
+
+
+@pytest.mark.parametrize("extra", [[], ["--ema"]])
+@pytest.mark.parametrize("case", ["dict", "attr"])
+def test_averages_held_by_the_users_own_key_are_averaged_across_another_apply_order(
+        runs, tmp_path, tf, case, extra):
+    """Session 33 (note32 Open item 2): the run of review-32-attack-r121 F3 (unnamed w, b; the
+    resume applied [b, w]) keeping its averages in a dict keyed by the weights' paths, or as
+    attributes beside their weights: their names swap (Variable/ExponentialMovingAverage is
+    w's in ck-1, b's in ck-2) but their places do not. Refused before (the holders changed /
+    named after a shared name); averaged now, each key the mean of its own weight's averages
+    bit for bit."""
+    _, _, truth1, truth2 = runs
+    # the order changed: w's average in ck-1 has the name b's has in ck-2, and back
+    assert list(truth1[f"{case}:names"]) == list(truth2[f"{case}:names"])[::-1]
+    code, err = _average(runs, case, tmp_path / "out", *extra)
+    assert code == 0, err
+    read = tf.train.load_checkpoint(str(tmp_path / "out" / "ck"))
+    for n, key in zip("wb", _HELD[case], strict=True):
+        want = ((truth1[f"{case}:{n}"].astype(np.float64) + truth2[f"{case}:{n}"]) / 2)
+        np.testing.assert_array_equal(read.get_tensor(key + _KEY), want.astype(np.float32))
+

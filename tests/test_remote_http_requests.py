@@ -17,8 +17,8 @@ pytest.importorskip("fsspec")
 
 from ckpt_tools.cli import app  # noqa: E402
 
-# tf2_object's averages are named after names two variables share: averaged by key they are
-# refused (5fbecbc); baked under the order its run's ema.apply() got them (stated), they are not
+# tf2_object's averages are named after names two variables share (averaged by key since its
+# dict keys name their weights); baked under the order its run's ema.apply() got them (stated)
 _ORDER = {"tf2_object": ["--ema", "--bake", "--apply-order", "trainable"], "towers_bn": []}
 
 
