@@ -116,6 +116,7 @@ def average_checkpoints(
     strict: bool = False,
     not_swapped: bool = False,
     saver_def_wrote: bool = False,
+    drop_unproven_averages: bool = False,
 ) -> AverageResult:
     """Writes the element-wise average of ``checkpoints`` into ``out_dir``.
 
@@ -160,6 +161,10 @@ def average_checkpoints(
             ``SaverDef`` its own ``.meta`` records wrote it (``--saver-def-wrote``), as for
             :func:`ckpt_tools.open_checkpoint`; refused (``OptionError``) for an input where it
             decides nothing, and with ``use_meta=False``.
+        drop_unproven_averages (`bool`, *optional*, defaults to `False`): without ``ema``,
+            leave out (never averaged nor copied) the TF2 averages refused as named after a
+            shared name (:mod:`~ckpt_tools.average_shared`; ``--drop-unproven-averages``);
+            the result's ``dropped`` names them.
 
     Returns:
         `AverageResult`; what its ``bake`` pairing assumes is in ``assumed`` and an
@@ -189,7 +194,7 @@ def average_checkpoints(
             one of ``checkpoints``; an unknown ``apply_order``;
             ``ema_name``, ``apply_order``, ``use_meta=False``, ``allow_missing``, ``strict``
             ``not_swapped`` or ``saver_def_wrote`` without ``bake`` (only baking pairs
-            shadows with variables).
+            shadows with variables); ``drop_unproven_averages`` with ``ema``.
 
     Example:
         >>> runs = ["run/model.ckpt-1000", "run/model.ckpt-800"]
@@ -207,13 +212,15 @@ def average_checkpoints(
                               progress_total=progress_total, ema_name=ema_name,
                               apply_order=apply_order, use_meta=use_meta,
                               allow_missing=allow_missing, strict=strict,
-                              not_swapped=not_swapped, saver_def_wrote=saver_def_wrote)
+                              not_swapped=not_swapped, saver_def_wrote=saver_def_wrote,
+                              drop_unproven_averages=drop_unproven_averages)
 
 
 def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, name, newest,
                    overwrite, progress, progress_total=None, ema_name=None, apply_order=None,
                    use_meta=True, allow_missing=False, strict=False,
-                   not_swapped=False, saver_def_wrote=False) -> AverageResult:
+                   not_swapped=False, saver_def_wrote=False,
+                   drop_unproven_averages=False) -> AverageResult:
     """:func:`average_checkpoints`, with ``state_file`` (the run's state file that chose the
     inputs, or None) counted as an input too: an output never replaces it, and the inputs'
     recorded steps must rise in its order (:func:`~ckpt_tools.average_order.check_save_order`)."""
@@ -222,6 +229,9 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
     out_dir = canonical_location(out_dir)  # file:// -> local, s3a:// -> s3://, once
     if bake and not ema:
         raise ValueError("bake=True needs ema=True")
+    if ema and drop_unproven_averages:  # it keeps the weights' average: nothing of --ema
+        raise ValueError("drop_unproven_averages leaves averages out of a plain average "
+                         "(of the weights); it cannot apply with ema=True")
     apply_order = parse_order(apply_order, keys=False)  # the CLI's check (r31 F5)
     pairing = {"ema_name": ema_name, "apply_order": apply_order, "use_meta": use_meta,
                "allow_missing": allow_missing, "strict": strict}
@@ -273,7 +283,8 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
                 if progress_total:
                     progress_total(bytes_to_count(ordered, upload=True))
                 return replace(_average_to_url(ordered, why, out_dir, ema, bake, name,
-                                               overwrite, progress, pairing, extra),
+                                               overwrite, progress, pairing, extra,
+                                               drop_unproven_averages),
                                merged=merged)
         known = [c for c in opened if identity(c.location.prefix) == chosen]
         if name is None and known and not known[0].location.saved_model:
@@ -286,7 +297,8 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
         if progress_total:
             progress_total(bytes_to_count(ordered, upload=False))
         return replace(write_average(ordered, why, out_dir, ema, bake, name, overwrite,
-                                     progress, pairing, extra), merged=merged)
+                                     progress, pairing, extra,
+                                     drop=drop_unproven_averages), merged=merged)
     finally:
         for ckpt in opened:
             ckpt.close()
@@ -321,7 +333,8 @@ def _average_run(run_dir: str, last: int, out_dir, **options) -> AverageResult:
     defaults = {"ema": False, "bake": False, "name": None, "overwrite": False,
                 "progress": None, "progress_total": None, "ema_name": None,
                 "apply_order": None, "use_meta": True, "allow_missing": False,
-                "strict": False, "not_swapped": False, "saver_def_wrote": False}
+                "strict": False, "not_swapped": False, "saver_def_wrote": False,
+                "drop_unproven_averages": False}
     unknown = set(options) - set(defaults)
     if unknown:
         raise TypeError(f"average_run() got an unexpected keyword argument {min(unknown)!r}")
@@ -331,7 +344,7 @@ def _average_run(run_dir: str, last: int, out_dir, **options) -> AverageResult:
 
 
 def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name, overwrite,
-                    progress, pairing=None, extra=()) -> AverageResult:
+                    progress, pairing=None, extra=(), drop=False) -> AverageResult:
     """Averages into a local temporary directory, then uploads data shards, graphs and
     record first, the ``.index`` and ``checkpoint`` state file last (a reader of ``url``
     never sees an index without its data and graphs); the temporary copy is removed."""
@@ -357,7 +370,8 @@ def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name
     with local_stage("average") as tmp:
         local = os.path.join(tmp, "out")
         result = write_average(ckpts, why, local, ema, bake, name, False, progress, pairing,
-                               taken=taken - {n for n in stale if n != record_name(base)})
+                               taken=taken - {n for n in stale if n != record_name(base)},
+                               drop=drop)
         _refuse_stale_own_meta(url, os.path.basename(result.prefix), local, taken)
         files = sorted(os.listdir(local))
         remote.upload([os.path.join(local, f) for f in files], url,

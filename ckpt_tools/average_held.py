@@ -35,7 +35,7 @@ from typing import Any
 
 from .average_keyed import keyed_alike
 from .average_renumbered import pairing_fault, renumbering_fault
-from .average_shared import refuse_unproven_shared, shared_name_keys
+from .average_shared import droppable, refuse_unproven_shared, shared_name_keys
 from .checkpoint import Checkpoint
 from .errors import UnprovenPairingError
 from .wording import counted
@@ -64,7 +64,8 @@ def _both(have: dict, want: dict, key: str, newest: Checkpoint) -> str:
 
 
 def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str],
-                               pairing: dict | None = None, bake: bool = False) -> None:
+                               pairing: dict | None = None, bake: bool = False, *,
+                               plain: bool = False, drop: bool = False) -> list[str]:
     """Refuses averaging ``keys`` of ``ckpts`` (the newest last) where the inputs' object
     graphs record another variable (``full_name``) under one of them: the mean would mix two
     variables' values; TF1 inputs (no object graph) where two inputs' own graphs record a key
@@ -80,6 +81,13 @@ def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str],
             are named after a name several variables share
             (:func:`~ckpt_tools.average_shared.refuse_unproven_shared`).
         bake: whether the command bakes (its pairing then refuses an unbuildable map).
+        plain: a plain average (no ``--ema``): the shared-name refusal offers ``drop``.
+        drop: leave out, rather than refuse, the averages named after a shared name that
+            nothing proves alike (:func:`~ckpt_tools.average_shared.droppable`); the other
+            keys are checked as always.
+
+    Returns:
+        the keys left out (``drop``), sorted; ``[]`` otherwise.
 
     Raises:
         UnprovenPairingError: (exit 6, ``option`` ``None``) naming the first input and key
@@ -89,12 +97,13 @@ def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str],
     keys = sorted(keys)
     if newest.objects is None:
         _refuse_sources_differing(ckpts, keys)
-        return
+        return []
     every = keys
+    dropped = droppable(ckpts, keys, pairing) if drop else []
     # averages whose holders' own keys name the same weight in every input (a dict keyed by
     # the weights' paths): TF's _N on their names follows apply() order, their place does not
     alike = keyed_alike(ckpts, [k for c in ckpts for k in shared_name_keys(c, keys)])
-    keys = [k for k in keys if k not in alike]
+    keys = [k for k in keys if k not in alike and k not in dropped]
     want = newest.objects.full_names
     for ckpt in ckpts[:-1]:
         have = ckpt.objects.full_names if ckpt.objects is not None else {}
@@ -114,7 +123,9 @@ def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str],
             "their object graphs record: the holders changed between the saves (a list in "
             "another order, objects or attributes swapped)", shown=_shown)
     # equal names under a name several variables share prove nothing (r121 F3)
-    refuse_unproven_shared(ckpts, every, pairing, bake)
+    refuse_unproven_shared(ckpts, [k for k in every if k not in dropped], pairing, bake,
+                           offer=plain)
+    return dropped
 
 
 def _refuse_renumbered(ckpt: Checkpoint, newest: Checkpoint, have: dict, want: dict,

@@ -27,7 +27,7 @@ from .checkpoint import Checkpoint
 from .errors import UnprovenPairingError
 from .wording import counted
 
-__all__ = ["shared_name_keys", "refuse_unproven_shared"]
+__all__ = ["shared_name_keys", "refuse_unproven_shared", "droppable", "DROP_OFFER"]
 
 _VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
 
@@ -92,8 +92,26 @@ def _unproven(ckpts: list[Checkpoint], keys: list[str]) -> dict[str, tuple[Check
     return unproven
 
 
+def droppable(ckpts: list[Checkpoint], keys: list[str], pairing: dict | None) -> list[str]:
+    """The keys :func:`refuse_unproven_shared` refuses without ``bake`` (the command's
+    statements ``pairing``), sorted: ``drop_unproven_averages`` leaves exactly these out of
+    the output."""
+    unproven = _unproven(ckpts, keys)
+    if not unproven:
+        return []
+    owners = [proven_owners(c, pairing or {}) for c in ckpts]
+    ours = owners[-1]
+    return sorted(k for k in unproven if ours is None or k not in ours or any(
+        theirs is None or theirs.get(k) != ours[k] for theirs in owners[:-1]))
+
+
+#: What the plain average's refusal offers: the weights averaged, these averages left out.
+DROP_OFFER = ("; or, to average the other variables alone (the weights, SWA-style) and leave "
+              "these averages out of the output, --drop-unproven-averages")
+
+
 def refuse_unproven_shared(ckpts: list[Checkpoint], keys: list[str], pairing: dict | None,
-                           bake: bool) -> None:
+                           bake: bool, offer: bool = False) -> None:
     """Refuses averaging ``keys`` of the TF2 ``ckpts`` (the newest last) where a key's recorded
     name is under a name several variables share in some input and neither the holders' own
     keys (:mod:`~ckpt_tools.average_keyed`) nor the inputs' own EMA maps each prove it the
@@ -102,6 +120,7 @@ def refuse_unproven_shared(ckpts: list[Checkpoint], keys: list[str], pairing: di
     With ``bake``, where the newest input's own map cannot be built under the command's
     statements, this returns: the ``--bake`` pairing then refuses that map with the option
     that decides (``--apply-order``), which this check repeats for every input when given.
+    With ``offer`` (a plain average) the refusal offers ``--drop-unproven-averages``.
 
     Raises:
         UnprovenPairingError: (exit 6, ``option`` ``None``) naming the input, the key, the
@@ -140,4 +159,5 @@ def refuse_unproven_shared(ckpts: list[Checkpoint], keys: list[str], pairing: di
             "proves it: averaging by key could mix different variables' averages: refused; "
             "name the variables (name=) in the run, or keep the averages in a dict keyed by "
             "the weights' paths (ema={'dense/bias': ...}); with --ema --bake, state an "
-            "--apply-order true of every input's ema.apply() (docs/averaging.md)", option=None)
+            "--apply-order true of every input's ema.apply()"
+            f"{DROP_OFFER if offer else ''} (docs/averaging.md)", option=None)

@@ -85,6 +85,9 @@ class AverageResult:
         merged: each group of two or more paths given that were taken as one checkpoint
             (distinct files of it, as a shell glob gives them), as given
             (:mod:`~ckpt_tools.average_inputs`); not in ``to_dict()``.
+        dropped: the averages ``drop_unproven_averages`` left out of the output (named after
+            a name several variables share, nothing proving them alike across the inputs:
+            :func:`~ckpt_tools.average_shared.droppable`); in ``to_dict()`` only where given.
         warnings: what the writer warns of (``--no-meta`` left a graph doubting the inputs'
             names unread: :func:`~ckpt_tools.no_meta_mark.written_warning`); not in
             ``to_dict()`` (the CLI's ``--json`` "warnings" has them).
@@ -106,6 +109,7 @@ class AverageResult:
     records: list[str] = field(default_factory=list)
     merged: list[list[str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    dropped: list[str] | None = None
 
     def to_dict(self) -> dict:
         return {"output": self.prefix, "inputs": self.inputs, "newest": self.newest,
@@ -115,6 +119,7 @@ class AverageResult:
                 **({"assumed": self.assumed} if self.assumed else {}),
                 **({"doubt_carried": self.doubt_carried} if self.doubt_carried else {}),
                 **({"doubt_removed": self.doubt_removed} if self.doubt_removed else {}),
+                **({"dropped": self.dropped} if self.dropped is not None else {}),
                 **({"records": [self.prefix[:len(self.prefix) - len(os.path.basename(
                     self.prefix))] + r for r in self.records]} if self.records else {})}
 
@@ -233,7 +238,7 @@ def plan_average(newest: Checkpoint, ema: bool, bake: bool,
 
 
 def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
-             pairing=None, extra=(), taken=frozenset()) -> AverageResult:
+             pairing=None, extra=(), taken=frozenset(), drop=False) -> AverageResult:
     from .bake_outputs import checkpoint_names, saved_model_stage
 
     check_compatible(ckpts)
@@ -256,8 +261,9 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
     unknown = unknown_to_carry(ckpts, ema, bake, pairing)  # ... and where nothing can be
     refuse_disagreeing_graphs(ckpts)  # own graphs saying a key holds different things (r110 F5)
     # (before the pairing's refusals: an option offered there would be refused here, r118 F4)
-    refuse_keys_held_otherwise(ckpts, [k for k, e in newest.entries().items()
-                                       if e.dtype_name in _AVERAGED], pairing, bake)
+    dropped = refuse_keys_held_otherwise(ckpts, [k for k, e in newest.entries().items()
+                                                 if e.dtype_name in _AVERAGED], pairing, bake,
+                                         plain=not ema, drop=drop)
     if not (pairing or {}).get("use_meta", True):  # --no-meta: nor an input whose own graph
         for c in reversed(ckpts):  # shows its names mislead (r110 F6): the newest first
             refuse_baked_over(c)  # nor a bake's over another object's keys (r117 F10)
@@ -305,7 +311,8 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
             ckpts, prefix, source_of, to_average, progress, stage.shown,
             average_mark(ckpts, carry, unknown, bake, newest.with_meta(use_meta), unread,
                          bake and rewrites_misleading(newest.with_meta(use_meta), source_of,
-                                                      to_average), source_of, to_average))
+                                                      to_average), source_of, to_average),
+            dropped)
         carried: list[str] = []
         records: list[str | None] = []
         if saved_model:
@@ -337,7 +344,8 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
                          assumed=assumed, doubt_carried=carried,
                          doubt_removed=[os.path.join(out_dir, f) for f in stale],
                          records=[os.path.basename(r) for r in records if r],
-                         warnings=[written_warning(unread)] if unread else [])
+                         warnings=[written_warning(unread)] if unread else [],
+                         dropped=dropped if drop else None)
 
 
 def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
@@ -406,7 +414,8 @@ def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
                          objects=read and several_objects(copied))  # graph copied or not
 
 
-def _write_average(ckpts, prefix, source_of, to_average, progress, shown, mark=None):
+def _write_average(ckpts, prefix, source_of, to_average, progress, shown, mark=None,
+                   dropped=()):
     """Writes the averaged bundle at ``prefix`` (with ``mark`` inside it:
     :func:`average_mark`); returns (averaged, copied, bytes written, averaged keys holding
     NaN or Inf)."""
@@ -414,7 +423,8 @@ def _write_average(ckpts, prefix, source_of, to_average, progress, shown, mark=N
 
     newest = ckpts[-1]
     averaged, copied, nbytes, nonfinite = [], [], 0, []
-    stored = newest.entries()
+    # the averages drop_unproven_averages leaves out are neither averaged nor copied
+    stored = {k: e for k, e in newest.entries().items() if k not in dropped}
     # a variable not stored whose proven average is (a TF1 Saver of the averages alone) gets
     # the averaged average under its own name, as restore-ema writes it
     lone = [(t, newest.entry(s)) for t, s in source_of.items()

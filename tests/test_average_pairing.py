@@ -189,7 +189,7 @@ def test_issue_tf2_unnamed_list_bake_equals_the_mean_of_ema_average(unnamed_list
         np.testing.assert_array_equal(out[key], want, err_msg=key)
 
 
-def test_issue_tf2_unnamed_list_plain_average_is_refused(unnamed_list_run, tmp_path):
+def test_issue_tf2_unnamed_list_plain_average_is_refused(unnamed_list_run, tmp_path, tf):
     """review-32-attack-r121 F3: every average is named Variable/ExponentialMovingAverage[_N]
     after a name 12 variables share; nothing in the files proves which variable's average a key
     holds in each save (a resume may apply them in another order), so key-by-key averaging
@@ -200,6 +200,20 @@ def test_issue_tf2_unnamed_list_plain_average_is_refused(unnamed_list_run, tmp_p
     assert "named after 'Variable', a name 12 variables share" in proc.stderr, proc.stderr
     assert "--apply-order true of every input" in proc.stderr, proc.stderr
     assert not (tmp_path / "o").exists()
+    # session 33: the option it offers for the weights alone, run: every average left out,
+    # every weight the mean of what TensorFlow reads in each input
+    assert "--drop-unproven-averages" in " ".join(proc.stderr.split()), proc.stderr
+    proc = run_in_process(["average", str(run), "--last", "2", "--out", str(tmp_path / "o"),
+                           "--drop-unproven-averages", "--json"])
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    inputs = [_tf_values(tf, p) for p in result["inputs"]]
+    out = _tf_values(tf, result["output"])
+    assert len(result["dropped"]) == 12 and not set(result["dropped"]) & set(out)
+    assert sorted(result["averaged"]) == sorted(k for k in out if k not in (
+        *result["copied"], "_CHECKPOINTABLE_OBJECT_GRAPH"))
+    for key in result["averaged"]:
+        np.testing.assert_array_equal(out[key], _mean([i[key] for i in inputs]), err_msg=key)
 
 
 def test_tf2_object_plain_average_by_the_dict_keys_that_name_the_weights(tmp_path, tf):

@@ -11,6 +11,8 @@ optimizer's ``_model_variables_moving_average`` at save time; output read by
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from helpers import run_cli
@@ -241,3 +243,26 @@ def test_averages_held_by_the_users_own_key_are_averaged_across_another_apply_or
         want = ((truth1[f"{case}:{n}"].astype(np.float64) + truth2[f"{case}:{n}"]) / 2)
         np.testing.assert_array_equal(read.get_tensor(key + _KEY), want.astype(np.float32))
 
+
+def test_a_list_in_apply_order_is_averaged_without_its_averages_when_asked(runs, tmp_path, tf):
+    """Session 33: the refused list (ema/0, ema/1 in each process's apply() order) offers
+    --drop-unproven-averages; run, it averages the weights and leaves both averages out
+    (never written raw or mixed), saying so in text and --json."""
+    _, _, truth1, truth2 = runs
+    code, err = _average(runs, "unnamed", tmp_path / "refused")
+    assert code == 6 and "--drop-unproven-averages" in err, err
+    code, out, err = run_cli(["average", *[str(r / "unnamed" / "ck") for r in runs[:2]],
+                              "--newest", str(runs[1] / "unnamed" / "ck"), "--out",
+                              str(tmp_path / "out"), "--drop-unproven-averages", "--json"])
+    assert code == 0, err
+    dropped = [f"ema/{i}{_KEY}" for i in range(2)]
+    assert json.loads(out)["dropped"] == dropped
+    assert "left out 2 EMA averages" in " ".join(err.split()) and "ema/0, ema/1" in err, err
+    read = tf.train.load_checkpoint(str(tmp_path / "out" / "ck"))
+    assert not set(dropped) & set(read.get_variable_to_shape_map())
+    for n in "wb":
+        want = (truth1[f"unnamed:r{n}"].astype(np.float64) + truth2[f"unnamed:r{n}"]) / 2
+        np.testing.assert_array_equal(read.get_tensor(f"model/{n}{_KEY}"),
+                                      want.astype(np.float32))
+    code, err = _average(runs, "unnamed", tmp_path / "ema", "--ema", "--drop-unproven-averages")
+    assert code == 2 and "leave out --ema" in err, err

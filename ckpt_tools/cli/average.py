@@ -76,6 +76,12 @@ def average_command(
     strict: StrictOpt = False,
     not_swapped: NotSwappedOpt = False,
     saver_def_wrote: SaverDefWroteOpt = False,
+    drop_unproven: Annotated[bool, typer.Option(
+        "--drop-unproven-averages",
+        help="Without --ema: leave out of the output the TF2 EMA averages that nothing proves "
+        "to hold the same variable's average in every input (named after a name several "
+        "variables share, numbered in each process's ema.apply() order), which are refused "
+        "otherwise; every other variable (the weights) is averaged.")] = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -104,6 +110,9 @@ def average_command(
 
     if bake and not ema:
         raise typer.BadParameter("--bake needs --ema", param_hint="--bake")
+    if drop_unproven and ema:
+        raise typer.BadParameter("it leaves averages out of a plain average (of the weights); "
+                                 "leave out --ema", param_hint="--drop-unproven-averages")
     apply_order = check_apply_order(apply_order, numbered_lists)
     for given, option in ((ema_name is not None, "--ema-name"),
                           (apply_order is not None, "--apply-order"), (no_meta, "--no-meta"),
@@ -146,7 +155,8 @@ def average_command(
                                ema_name=ema_name, apply_order=apply_order,
                                use_meta=not no_meta, allow_missing=allow_missing,
                                strict=strict, not_swapped=not_swapped,
-                               saver_def_wrote=saver_def_wrote)
+                               saver_def_wrote=saver_def_wrote,
+                               drop_unproven_averages=drop_unproven)
                 # With --last the state file (save order) says which is newest.
                 result = average_run(paths[0], last, out_dir, **options) if last is not None \
                     else average_checkpoints(paths, out_dir, **options)
@@ -176,6 +186,15 @@ def average_command(
                  "refuses the pairing by names and --raw: --not-swapped, or --raw --no-meta for "
                  f"the keys as stored); its record {record} names the copy, so that the output "
                  "moved without it is refused too and --force removes it", always=True)
+    if result.dropped:  # --drop-unproven-averages: which keys, said (never written)
+        from ..formats.objgraph import readable_name
+
+        shown = ", ".join(readable_name(k) for k in result.dropped[:5]) + (
+            " ..." if len(result.dropped) > 5 else "")
+        out.note(f"note: left out {counted(len(result.dropped), 'EMA average')} nothing "
+                 "proves to hold the same variable's average in every input (named after a "
+                 f"name several variables share): {shown}; the output's object graph still "
+                 "lists them, so restoring their holders from it fails", always=True)
     for w in result.warnings:  # --no-meta over a graph doubting the names (r107 F3)
         out.warning(w)
     if result.nonfinite:
