@@ -43,7 +43,7 @@ from collections import deque
 
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError, suffix_base
-from .offer_probe import exported, option_text
+from .offer_probe import ONE_HOLDER, exported, option_text
 from .roles import DEFAULT_EMA_NAME
 from .tf2_twins import reach
 
@@ -261,8 +261,8 @@ def split_named(ckpt: Checkpoint, pairs, name: str) -> str:
     return (f"; --ema-name {name} is refused because the averages named {family} are split "
             f"over {len(each)} holders ({shown}), as two EMA objects both named {family} saved "
             f"apart keep theirs: "
-            f"{unstated(family)}" + (f"; {' or '.join(offers)} exports one holder's averages "
-                                     f"alone" if offers else ""))
+            f"{unstated(family)}" + (f"; {' or '.join(offers)} {ONE_HOLDER}" if offers
+                                     else ""))
 
 
 def _within(ckpt: Checkpoint, found: dict[str, dict[tuple[str, ...], list[tuple[str, str]]]],

@@ -171,7 +171,7 @@ def pair_by_names(ckpt: Checkpoint, variables: dict[str, Variable], ema_name: st
     detected, name = spoken_name(ckpt, variables, ema_name)
     suffix = recorded_suffixes(ckpt, variables)
     try:
-        chosen = choose_averages(ckpt, variables, suffix, ema_name, style)
+        chosen = choose_averages(ckpt, variables, suffix, ema_name, style, left_out)
     except UnprovenPairingError as exc:  # the graph's update ops may prove one object's
         chosen = owned_averages(ckpt, variables, ema_name, use_meta, None)
         if chosen is None:

@@ -208,6 +208,9 @@ def refuse_both(ckpt: Checkpoint, ema_name: str, both: dict, suffix: dict[str, s
                                       f", whose averages are kept under {ema_name!r} too"))
     offers = _both_offers(ckpt, of, holder, suffix, name_attrs,
                           [n for n in attr_names if suffix_base(n) != ema_name])
+    if set(attr_names) <= {ema_name}:  # or the attribute's own, the others' weights left out
+        offers = [*_apart_offer(ckpt, ema_name, {of[c] for c in mine
+                                                 if holder.get(c) in name_attrs}, of), *offers]
     tried = sorted(dict.fromkeys([*name_attrs[:2], *(n for n in attr_names
                                                       if suffix_base(n) != ema_name)][:4]))
     tail = (f"pass {' or '.join(offers)}" if offers else "no --ema-name decides" + (
@@ -217,6 +220,33 @@ def refuse_both(ckpt: Checkpoint, ema_name: str, both: dict, suffix: dict[str, s
         f"{ckpt.path}: --ema-name {ema_name} {head}; {tail}",
         "--ema-name" if offers else None,
         {t: tuple(a + n) for t, (a, n) in both.items()})
+
+
+def _apart_offer(ckpt: Checkpoint, ema_name: str, others: set[str],
+                 of: dict[str, str]) -> list[str]:
+    """``--ema-name ema_name --exclude ...`` leaving out ``others`` (the weights whose averages
+    of the stated name other attributes hold), where the export accepts it and reads averages
+    (``of``: average key -> its weight) held under the attribute ``ema_name`` only: one
+    list's, read together (s32k: an ``--exclude`` of them could not lift the refusal).
+
+    Returns:
+        `list`: that option's text with what it takes, or ``[]``."""
+    import glob
+
+    from .ema_holders import root_attributes  # they run the map: imported late
+    from .offer_probe import exported, option_text
+
+    paths = ckpt.objects.paths if ckpt.objects is not None else {}
+    exclude = tuple(sorted(glob.escape(paths.get(w, w)) for w in others))
+    if not exclude or len(exclude) > 4:  # a few globs typed, one plan run
+        return []
+    reach = root_attributes(ckpt)
+    got = exported(ckpt, ema_name, exclude=exclude)
+    taken = sorted(o for o, k in got.items() if k in of)
+    if not taken or any(ema_name not in reach.get(k, ()) for k in got.values() if k in of):
+        return []
+    return [f"{option_text(ema_name, exclude)} (it takes {ema_name}'s averages of "
+            f"{', '.join(taken[:3])}{f' and {len(taken) - 3} more' if len(taken) > 3 else ''})"]
 
 
 def _some(keys: set[str], holder: dict[str, str], of: dict[str, str], attr: str,

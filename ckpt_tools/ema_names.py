@@ -174,7 +174,7 @@ def _after(name: str, of: str | None) -> str:
 
 
 def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
-                     ema_name: str | None, style: str | None) -> dict[str, str]:
+                     ema_name: str | None, style: str | None, left_out=None) -> dict[str, str]:
     """Returns variable key -> the average to restore it from.
 
     A variable with one average uses it. A variable with several (two or more
@@ -185,6 +185,11 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
     ``tf.train.Checkpoint(fast=[...])``) or its name without TF's ``_N``: in TF2 the ``_N``
     TensorFlow appends counts names across the whole process, so it can differ from one
     variable to the next and never picks one of several averages.
+
+    A variable the command's name filters leave out (``left_out(key, key)``) is not refused
+    as reading two ways (:func:`~ckpt_tools.ema_name_stated.refuse_both`): it is not written,
+    whatever it would be read from, and it is left unpaired (s32k: ``--ema-name slow
+    --exclude model/c`` was refused because of ``c`` alone).
 
     Raises:
         EmaError: naming the variables, their averages, the EMA names found and ``--ema-name``,
@@ -291,6 +296,10 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
         if not chosen or not not_stated(ckpt, target, cands, names, under, suffix, held,
                                          ema_name):
             several[target] = sorted(cands)
+    if left_out is not None:  # a reading refused for variables not written is none (s32k)
+        # (not `several`: leaving out a variable with two objects' averages would let the
+        # others be read from both objects, a mixed model, with no name stated)
+        both = {t: c for t, c in both.items() if not left_out(t, t)}
     if both:
         refuse_both(ckpt, ema_name, both, suffix, held,
                     {c: t for t, cs in shadows.items() for c in cs})

@@ -32,7 +32,7 @@ from .ema_holders import split_named
 from .ema_refusals import UnprovenPairingError, exact_names, file_style, suffix_base
 from .meta_shadows import update_ops_of
 from .object_slashed import own_head_readings
-from .offer_probe import accepted, option_text, takes, works
+from .offer_probe import ONE_HOLDER, accepted, attribute_offers, option_text, takes, works
 from .wording import counted
 
 _NAMED = ("tf1", "object")  # averages known by their names (not Keras', not slots)
@@ -263,6 +263,10 @@ def refuse_unproven_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
               if ckpt.objects is not None else  # a TF2 checkpoint records its slots (F3)
               "optimizers store their slots the same way (MomentumOptimizer(name='Mom') "
               "writes W/Mom, BERT's optimizer W/adam_m)")
+    # a name the user gave, its averages split over holders, states no one object
+    # (review-31-attack-r113 F4): said, with the offers that read one holder's alone
+    split = "".join(split_named(ckpt, [(a, w) for w, (a,) in open_.items()
+                                       if base(suffix.get(a, "")) == n], n) for n in unproven)
     raise UnprovenPairingError(
         f"{ckpt.path}: {counted(len(open_), 'weight')} would be restored from tensors named "
         f"<weight>/{' or <weight>/'.join(unproven)} ({sample}{more}), and {said} "
@@ -270,23 +274,23 @@ def refuse_unproven_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
         f"ExponentialMovingAverage's name: {others}, and TF "
         f"names averages <weight>/ExponentialMovingAverage unless given another name{why}"
         + _only_if(ckpt, variables, unproven, [a for (a,) in open_.values()], shown,
-                   sorted(names - set(unproven)))
-        # a name the user gave, its averages split over holders, states no one object
-        # (review-31-attack-r113 F4): said, with the offers that read one holder's alone
-        + "".join(split_named(ckpt, [(a, w) for w, (a,) in open_.items()
-                                     if base(suffix.get(a, "")) == n], n) for n in unproven),
-        "--ema-name", {**open_, **{a: (w,) for w, (a,) in open_.items()}})
+                   sorted(names - set(unproven)), ONE_HOLDER in split)
+        + split, "--ema-name", {**open_, **{a: (w,) for w, (a,) in open_.items()}})
 
 
 def _only_if(ckpt: Checkpoint, variables, unproven: list[str], averages, shown,
-             others: list[str]) -> str:
+             others: list[str], split_offered: bool = False) -> str:
     """The refusal's closing offer: each name with its own "only if"; where an average also
     reads as a weight's own under its last part (``dense/kernel/delta/fast``: the delta's
     under ``fast``, or the kernel's under ``delta/fast``), both readings named
     (review-17-attack-r37 F1, F3). Each is offered as the export plan accepts it (alone, with
     one of ``others``, the proven names read beside it, or with ``--allow-missing``), never
     refused, else no ``--ema-name`` decides (review-22-attack-r66 F4: ``--ema-name slow``
-    offered where only ``--ema-name slow,ExponentialMovingAverage`` exports)."""
+    offered where only ``--ema-name slow,ExponentialMovingAverage`` exports). Where no name
+    is accepted, the attributes holding the averages are probed as ``--ema-name``
+    (:func:`~ckpt_tools.offer_probe.attribute_offers`), as the ``--ema-name slow`` refusal
+    offers them (s32k); and where ``split_offered`` (the split-holder words that follow offer
+    ``--exclude`` options) it never says that no ``--ema-name`` decides."""
     two = own_head_readings(ckpt, variables, averages)
     names = list(dict.fromkeys([*(suffix_base(x) for _, _, x, _ in two), *unproven]))
     said = "".join(f"; {shown(a)} reads two ways: {shown(h)}'s average under an EMA named "
@@ -303,9 +307,17 @@ def _only_if(ckpt: Checkpoint, variables, unproven: list[str], averages, shown,
             own += (f", or {option_text(n, (), a)} to use {n}'s averages alone"
                     f"{_what(ckpt, n, a)}")
     if not offers and not own:
-        return (f"{said}; no --ema-name decides: --ema-name {' or --ema-name '.join(names)}"
-                ", stating that it is the name you gave your ExponentialMovingAverage, is "
-                "refused (with --allow-missing too)")
+        refused = (f"--ema-name {' or --ema-name '.join(names)}, stating that it is the name "
+                   "you gave your ExponentialMovingAverage, is refused (with --allow-missing "
+                   "too)")
+        kept = attribute_offers(ckpt, averages, names)
+        if kept:  # the attribute they were saved under, stated: read as one list (s32k)
+            return (f"{said}; {refused}; pass " + " or ".join(
+                f"{option_text(a, (), m)}{_what(ckpt, a, m)}" for a, m in kept[:2])
+                + ", naming the attribute of the tf.train.Checkpoint they were saved under, "
+                "only if what it holds are the averages you want (Python: ema_name=...)")
+        return f"{said}; {refused}" if split_offered else (
+            f"{said}; no --ema-name decides: {refused}")
     # no graph read: nothing shows one object of the name, not two (review-26-attack-r92 F1)
     unseen = ("; no graph is read, so nothing shows whether one ExponentialMovingAverage of "
               "that name or two (each with its own decay) wrote them: --ema-name takes every "

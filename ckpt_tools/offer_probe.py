@@ -31,6 +31,9 @@ _PROBING: contextvars.ContextVar[bool] = contextvars.ContextVar("ckpt_tools_offe
 # the outermost planning command's filters and options, which an offer is typed beside
 _COMMAND: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
     "ckpt_tools_offer_command", default=None)
+#: How a split-holder refusal (:func:`~ckpt_tools.ema_holders.split_named`) says its
+#: ``--exclude`` offers, which the refusal before it reads as offered.
+ONE_HOLDER = "exports one holder's averages alone"
 # options of the command an offer keeps (the offer itself states ema_name / allow_missing)
 _KEPT = ("apply_order", "strict", "not_swapped", "style")
 
@@ -260,3 +263,29 @@ def stored_offer(ckpt: Checkpoint, stated: str) -> str:
             if works(ckpt, n, (), allow_missing):
                 return option_text(n, (), allow_missing)
     return ""
+
+
+def attribute_offers(ckpt: Checkpoint, averages, names) -> list[tuple[str, bool]]:
+    """The ``--ema-name A`` offers, for each root attribute ``A`` of a TF2 checkpoint that
+    holds one of ``averages`` (keys) and is none of ``names`` (already probed), that
+    :func:`works` accepts, alone or else with ``--allow-missing``: naming the attribute the
+    averages were saved under states that the tensors there are the ones to read, and one
+    attribute's are read together. The unstated-name refusal said "no --ema-name decides"
+    on a split of one name over attributes (``slow=[slow(w), slow(b)]``, ``other=[slow(c)]``)
+    where ``--ema-name other --allow-missing``, which the ``--ema-name slow`` refusal offers,
+    is accepted (s32k). At most four attributes are probed, two plan runs each.
+
+    Returns:
+        `list`: ``(attribute, allow_missing)`` pairs; ``[]`` without an object graph."""
+    if ckpt.objects is None:
+        return []
+    from .ema_holders import root_attributes  # it reads the map's holders: imported late
+
+    reach = root_attributes(ckpt)
+    attrs = sorted({a for k in averages for a in reach.get(k, ())} - set(names))[:4]
+    out = []
+    for a in attrs:
+        allow = next((m for m in (False, True) if works(ckpt, a, (), m)), None)
+        if allow is not None:
+            out.append((a, allow))
+    return out

@@ -62,8 +62,7 @@ def test_two_ways_refusal_offers_only_what_it_ran(tf, tmp_path, case):
     result = runner.invoke(app, ["export", str(ck), "--ema-name", stated, "--out", str(out)])
     said = " ".join(result.output.split())
     assert result.exit_code == 6 and not out.exists(), said
-    offered = re.findall(r"--ema-name ([^\s,;)]+)((?: --allow-missing)?)",
-                         said.partition("; pass ")[2])
+    offered = _offers(said.partition("; pass ")[2])
     if case == "crossed":  # the other attribute is the other object's name: nothing decides
         assert "no --ema-name decides" in said and "; pass" not in said, said
         assert not offered
@@ -73,12 +72,48 @@ def test_two_ways_refusal_offers_only_what_it_ran(tf, tmp_path, case):
             assert result.exit_code == 6 and not out.exists(), result.output
         return
     assert offered, said
-    for name, allow in offered:
-        args = ["--ema-name", name, *allow.split()]
+    if case == "split":  # --ema-name k32split --exclude 'model/c' reads one list's (s33a)
+        assert ("--ema-name k32split", ("model/c",), "") in offered, said
+    _run_offers(ck, out, offered, avg, raw, hold)
+    if case != "split":
+        return
+    # s32k: the refusal without --ema-name said "no --ema-name decides" while the option the
+    # refusal above offers (--ema-name part --allow-missing) is accepted; both now offer it,
+    # and the split words' --exclude offer, which an --exclude could not lift before
+    out.unlink()
+    result = runner.invoke(app, ["export", str(ck), "--out", str(out)])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 6 and not out.exists(), said
+    assert "no --ema-name decides" not in said, said
+    named = said.partition("is refused (with --allow-missing too); pass ")[2].partition(
+        " (Python:")[0]
+    alone = said.partition(" exports one holder's averages alone")[0].rpartition("; ")[2]
+    offered = _offers(named) + _offers(alone)
+    assert ("--ema-name part", (), " --allow-missing") in offered, said
+    assert ("--ema-name k32split", ("model/c",), "") in offered, said
+    _run_offers(ck, out, offered, avg, raw, hold)
+
+
+def _offers(text: str) -> list[tuple[str, tuple[str, ...], str]]:
+    """The ``--ema-name N [--exclude 'G' ...] [--allow-missing]`` options in ``text``."""
+    found = re.findall(r"(--ema-name [^\s,;)]+)((?: --exclude '[^']+')*)((?: --allow-missing)?)",
+                       text)
+    return list(dict.fromkeys((n, tuple(re.findall(r"'([^']+)'", ex)), allow)
+                              for n, ex, allow in found))
+
+
+def _run_offers(ck, out, offered, avg, raw, hold) -> None:
+    """Runs each offer: every weight written is one object's average or (``--allow-missing``)
+    its raw value, one object only, and all of that object's averages the attribute named
+    keeps (those not excluded), bit for bit."""
+    for opt, excluded, allow in offered:
+        name = opt.split()[1]
+        args = [*opt.split(), *(a for g in excluded for a in ("--exclude", g)), *allow.split()]
         result = runner.invoke(app, ["export", str(ck), *args, "--out", str(out), "--force"])
         assert result.exit_code == 0, (args, result.output)
         with np.load(out) as z:
-            got = {n: z[f"model/{n}"] for n in "wbc"}
+            got = {n: z[f"model/{n}"] for n in "wbc" if f"model/{n}" in z.files}
+        assert set(got) == {n for n in "wbc" if f"model/{n}" not in excluded}, (args, got)
         # every weight is one object's average or its raw value, and one object only
         used = set()
         for n, value in got.items():
@@ -92,6 +127,6 @@ def test_two_ways_refusal_offers_only_what_it_ran(tf, tmp_path, case):
         # and all of that object's averages that the attribute named keeps
         i = next(iter(used))
         kept = {n for k, h in hold.items() for j, n in h if j == i and (
-            k == name or name not in hold)}
-        assert {n for n in "wbc" if n in avg[i] and got[n].tobytes() == avg[i][n].tobytes()
+            k == name or name not in hold) and f"model/{n}" not in excluded}
+        assert {n for n in got if n in avg[i] and got[n].tobytes() == avg[i][n].tobytes()
                 } >= kept, (args, kept)
