@@ -3,7 +3,7 @@ test's choosing, built by real TensorFlow (graph mode), with the truth read from
 at save time: in-process (:func:`tf1_ema_run`, shared by the tests of Savers whose keys are not
 their variables' names) or by a generator script in a subprocess (:func:`run_tf1_script`, whose
 prelude imports this module, so the scripts share :func:`cnn_towers`, :func:`trained`,
-:func:`nudged_wbc`, :func:`saved_trained` and :func:`swap_ema_graph`)."""
+:func:`nudged_wbc`, :func:`saved_trained`, :func:`swap_ema_graph` and :func:`wv_ema_saves`)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ import numpy as np
 import tensorflow as tf
 
 sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
-from helpers_tf1 import cnn_towers, nudged_wbc, saved_trained, swap_ema_graph, trained  # noqa
+from helpers_tf1 import (  # noqa
+    cnn_towers, nudged_wbc, saved_trained, swap_ema_graph, trained, wv_ema_saves)
 
 tf1 = tf.compat.v1
 tf1.disable_eager_execution()
@@ -111,6 +112,48 @@ def swap_ema_graph(tf, devices: tuple[str, str] | None = None) -> tuple:
         swap[v.op.name] = ema.average(v)
         swap[ema.average_name(v)] = v
     return (W, b), gs, ema, step, swap
+
+
+def wv_ema_saves(tf, prefix: str, emas: dict[str, tuple[float, str]], keys_of: Callable,
+                 saves: tuple[int, ...] = (1, 2)) -> Iterator[tuple]:
+    """``model/W`` [2] and ``model/V`` [2] (0.3) trained by gradient descent (0.05) with the
+    global step in a graph of their own, each step followed by the ``apply()`` of every EMA
+    object of ``emas`` (name -> (decay, the variables it averages: ``"WV"``, ``"W"`` or
+    ``"V"``), made and applied in that order), saved by ``Saver({"global_step": gs,
+    **keys_of(w, v, objects)}, max_to_keep=None)`` to ``prefix`` at each global step of
+    ``saves`` (the training steps run up to it first): the TF1 Savers whose keys cross EMA
+    objects' averages and variables.
+
+    Yields:
+        ``(session, global step, {"W": w, "V": v}, {name: EMA object})`` after each save, for
+        the truth read then (the graph stays the default meanwhile).
+    """
+    tf1 = tf.compat.v1
+    with tf.Graph().as_default():
+        gs = tf1.train.get_or_create_global_step()
+        with tf1.variable_scope("model"):
+            w = tf1.get_variable("W", [2])
+            v = tf1.get_variable("V", [2], initializer=tf1.constant_initializer(0.3))
+        loss = tf.reduce_sum(tf.square(w * 2.0 + v - 1.0))
+        train = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
+        held = {"W": w, "V": v}
+        objects = {name: tf1.train.ExponentialMovingAverage(decay, name=name)
+                   for name, (decay, _) in emas.items()}
+        with tf.control_dependencies([train]):
+            applied = [objects[name].apply([held[k] for k in which])
+                       for name, (_, which) in emas.items()]
+            # one object's apply() is the step itself, as a trainer with one EMA runs it
+            step = applied[0] if len(applied) == 1 else tf.group(*applied)
+        saver = tf1.train.Saver({"global_step": gs, **keys_of(w, v, objects)},
+                                max_to_keep=None)
+        with trained(tf, step, 0) as s:
+            done = 0
+            for i in saves:
+                for _ in range(i - done):
+                    s.run(step)
+                done = i
+                saver.save(s, prefix, global_step=i)
+                yield s, i, held, objects
 
 
 def cnn_towers(tf, towers: int = 2) -> tuple[list, object]:

@@ -18,107 +18,52 @@ from test_marked_outputs import KEY, _copy
 
 SCRIPT = '''
 def run(name, crossed):
-    with tf.Graph().as_default():
-        gs = tf1.train.get_or_create_global_step()
-        with tf1.variable_scope("model"):
-            w = tf1.get_variable("W", [2])
-            v = tf1.get_variable("V", [2], initializer=tf1.constant_initializer(0.3))
-        loss = tf.reduce_sum(tf.square(w * 2.0 + v - 1.0))
-        train = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
-        ema = tf1.train.ExponentialMovingAverage(0.9)
-        with tf.control_dependencies([train]):
-            step = ema.apply([w, v])
-        e = "ExponentialMovingAverage"
-        saver = tf1.train.Saver({"global_step": gs, "net/W": w, "net/V": v,
-                                 f"net/W/{e}": ema.average(v if crossed else w),
-                                 f"net/V/{e}": ema.average(w if crossed else v)},
-                                max_to_keep=None)
-        with trained(tf, step, 0) as s:
-            for i in (1, 2, 3):
-                s.run(step)
-                saver.save(s, f"{out}/{name}/model.ckpt", global_step=i)
-                for k, x in (("W", w), ("V", v)):
-                    truth[f"{name}:{i}:avg:net/{k}"] = s.run(ema.average(x))
+    e = "ExponentialMovingAverage"
+    for s, i, held, objects in wv_ema_saves(tf, f"{out}/{name}/model.ckpt", {e: (0.9, "WV")}, (
+            lambda w, v, o: {"net/W": w, "net/V": v,
+                             f"net/W/{e}": o[e].average(v if crossed else w),
+                             f"net/V/{e}": o[e].average(w if crossed else v)}), (1, 2, 3)):
+        for k, x in held.items():
+            truth[f"{name}:{i}:avg:net/{k}"] = s.run(objects[e].average(x))
 
 
 def two_objects(name, pre):
     # slow's averages saved under fast's names and the reverse: each key's base holds the
     # average's variable, only the EMA name is another object's (review-31-attack-r114 F2)
-    with tf.Graph().as_default():
-        gs = tf1.train.get_or_create_global_step()
-        with tf1.variable_scope("model"):
-            w = tf1.get_variable("W", [2])
-            v = tf1.get_variable("V", [2], initializer=tf1.constant_initializer(0.3))
-        loss = tf.reduce_sum(tf.square(w * 2.0 + v - 1.0))
-        train = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
-        slow = tf1.train.ExponentialMovingAverage(0.5, name="slow")
-        fast = tf1.train.ExponentialMovingAverage(0.9, name="fast")
-        with tf.control_dependencies([train]):
-            step = tf.group(slow.apply([w, v]), fast.apply([w, v]))
-        keys = {"global_step": gs}
-        for k, x in (("W", w), ("V", v)):
-            keys[f"{pre}/{k}"] = x
-            keys[f"{pre}/{k}/fast"] = slow.average(x)
-            keys[f"{pre}/{k}/slow"] = fast.average(x)
-        saver = tf1.train.Saver(keys, max_to_keep=None)
-        with trained(tf, step, 0) as s:
-            for i in (1, 2, 3):
-                s.run(step)
-                saver.save(s, f"{out}/{name}/model.ckpt", global_step=i)
-                for k, x in (("W", w), ("V", v)):
-                    truth[f"{name}:{i}:fast:{pre}/{k}"] = s.run(fast.average(x))
-                    truth[f"{name}:{i}:slow:{pre}/{k}"] = s.run(slow.average(x))
+    def keys(w, v, o):
+        return {k: x for n, y in (("W", w), ("V", v)) for k, x in (
+            (f"{pre}/{n}", y), (f"{pre}/{n}/fast", o["slow"].average(y)),
+            (f"{pre}/{n}/slow", o["fast"].average(y)))}
+
+    for s, i, held, objects in wv_ema_saves(tf, f"{out}/{name}/model.ckpt", {
+            "slow": (0.5, "WV"), "fast": (0.9, "WV")}, keys, (1, 2, 3)):
+        for k, x in held.items():
+            for o in ("fast", "slow"):
+                truth[f"{name}:{i}:{o}:{pre}/{k}"] = s.run(objects[o].average(x))
+
 
 def raw_holds_fast(name):
     # review-32-attack-r117 F1-F3: only fast's average of W swapped with W; slow's plain
-    with tf.Graph().as_default():
-        gs = tf1.train.get_or_create_global_step()
-        with tf1.variable_scope("model"):
-            w = tf1.get_variable("W", [2])
-            v = tf1.get_variable("V", [2], initializer=tf1.constant_initializer(0.3))
-        loss = tf.reduce_sum(tf.square(w * 2.0 + v - 1.0))
-        train = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
-        slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
-        fast = tf1.train.ExponentialMovingAverage(0.5, name="fast")
-        with tf.control_dependencies([train]):
-            step = tf.group(slow.apply([w, v]), fast.apply([w, v]))
-        saver = tf1.train.Saver({"global_step": gs, "model/W": fast.average(w),
-                                 "model/W/fast": w, "model/W/slow": slow.average(w),
-                                 "model/V": v, "model/V/fast": fast.average(v),
-                                 "model/V/slow": slow.average(v)}, max_to_keep=None)
-        with trained(tf, step, 0) as s:
-            for i in (1, 2):
-                s.run(step)
-                saver.save(s, f"{out}/{name}/model.ckpt", global_step=i)
-                for k, x in (("W", w), ("V", v)):
-                    truth[f"{name}:{i}:raw:model/{k}"] = s.run(x)
-                    for o, e in (("fast", fast), ("slow", slow)):
-                        truth[f"{name}:{i}:{o}:model/{k}"] = s.run(e.average(x))
+    for s, i, held, objects in wv_ema_saves(tf, f"{out}/{name}/model.ckpt", {
+            "slow": (0.9, "WV"), "fast": (0.5, "WV")}, lambda w, v, o: {
+            "model/W": o["fast"].average(w), "model/W/fast": w,
+            "model/W/slow": o["slow"].average(w), "model/V": v,
+            "model/V/fast": o["fast"].average(v), "model/V/slow": o["slow"].average(v)}):
+        for k, x in held.items():
+            truth[f"{name}:{i}:raw:model/{k}"] = s.run(x)
+            for o in ("fast", "slow"):
+                truth[f"{name}:{i}:{o}:model/{k}"] = s.run(objects[o].average(x))
 
 
 def disjoint_cross(name):
     # review-32-attack-r117 F9: fast averages W only, slow V only; each one's average saved
     # under the other's name
-    with tf.Graph().as_default():
-        gs = tf1.train.get_or_create_global_step()
-        with tf1.variable_scope("model"):
-            w = tf1.get_variable("W", [2])
-            v = tf1.get_variable("V", [2], initializer=tf1.constant_initializer(0.3))
-        loss = tf.reduce_sum(tf.square(w * 2.0 + v - 1.0))
-        train = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
-        fast = tf1.train.ExponentialMovingAverage(0.5, name="fast")
-        slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
-        with tf.control_dependencies([train]):
-            step = tf.group(fast.apply([w]), slow.apply([v]))
-        saver = tf1.train.Saver({"global_step": gs, "model/W": w, "model/V": v,
-                                 "model/W/fast": slow.average(v),
-                                 "model/V/slow": fast.average(w)}, max_to_keep=None)
-        with trained(tf, step, 0) as s:
-            for i in (1, 2):
-                s.run(step)
-                saver.save(s, f"{out}/{name}/model.ckpt", global_step=i)
-                truth[f"{name}:{i}:model/W"] = s.run(fast.average(w))
-                truth[f"{name}:{i}:model/V"] = s.run(slow.average(v))
+    for s, i, held, objects in wv_ema_saves(tf, f"{out}/{name}/model.ckpt", {
+            "fast": (0.5, "W"), "slow": (0.9, "V")}, lambda w, v, o: {
+            "model/W": w, "model/V": v, "model/W/fast": o["slow"].average(v),
+            "model/V/slow": o["fast"].average(w)}):
+        truth[f"{name}:{i}:model/W"] = s.run(objects["fast"].average(held["W"]))
+        truth[f"{name}:{i}:model/V"] = s.run(objects["slow"].average(held["V"]))
 
 run("renamed", False)
 run("crossed", True)

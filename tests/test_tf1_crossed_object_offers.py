@@ -13,30 +13,20 @@ from helpers_tf1 import run_tf1_script
 
 SCRIPT = '''
 def build(name, keys):
-    with tf.Graph().as_default():
-        gs = tf1.train.get_or_create_global_step()
-        with tf1.variable_scope("model"):
-            w = tf1.get_variable("W", [2])
-            v = tf1.get_variable("V", [2], initializer=tf1.constant_initializer(0.3))
-        loss = tf.reduce_sum(tf.square(w * 2.0 + v - 1.0))
-        train = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
-        fast = tf1.train.ExponentialMovingAverage(0.5, name="fast")
-        slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
-        with tf.control_dependencies([train]):
-            step = tf.group(fast.apply([w, v]), slow.apply([w, v]))
-        saver = tf1.train.Saver(keys(gs, w, v, fast, slow))
-        with trained(tf, step, 2) as s:
-            saver.save(s, f"{out}/{name}/model.ckpt", global_step=2)
-            for k, x in (("W", w), ("V", v)):
-                truth[f"{name}:raw:model/{k}"] = s.run(x)
-                for o, e in (("fast", fast), ("slow", slow)):
-                    truth[f"{name}:{o}:model/{k}"] = s.run(e.average(x))
+    # keys(w, v, fast, slow): the Saver's keys beside the global step
+    for s, _, held, objects in wv_ema_saves(tf, f"{out}/{name}/model.ckpt", {
+            "fast": (0.5, "WV"), "slow": (0.9, "WV")}, lambda w, v, o: keys(
+            w, v, o["fast"], o["slow"]), (2,)):
+        for k, x in held.items():
+            truth[f"{name}:raw:model/{k}"] = s.run(x)
+            for o in ("fast", "slow"):
+                truth[f"{name}:{o}:model/{k}"] = s.run(objects[o].average(x))
 
-build("only_fast_saved_cross", lambda gs, w, v, fast, slow: {
-    "global_step": gs, "model/W": w, "model/V": v,
+build("only_fast_saved_cross", lambda w, v, fast, slow: {
+    "model/W": w, "model/V": v,
     "model/W/fast": slow.average(w), "model/V/fast": slow.average(v)})
-build("raw_holds_slow", lambda gs, w, v, fast, slow: {
-    "global_step": gs, "model/W": slow.average(w), "model/W/fast": fast.average(w),
+build("raw_holds_slow", lambda w, v, fast, slow: {
+    "model/W": slow.average(w), "model/W/fast": fast.average(w),
     "model/V": v, "model/V/fast": fast.average(v), "model/V/slow": slow.average(v)})
 '''
 
