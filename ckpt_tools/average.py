@@ -21,7 +21,8 @@ from dataclasses import replace
 from .average_carried import record_name, remote_carried
 from .average_inputs import distinct_checkpoints
 from .average_order import check_save_order, identity, order_inputs
-from .average_write import AverageResult, bytes_to_count, check_compatible, write_average
+from .average_result import AverageResult
+from .average_write import bytes_to_count, check_compatible, write_average
 from .checkpoint import Checkpoint, open_checkpoint
 from .errors import CheckpointNotFoundError, OptionError, UnsupportedFormatError
 from .formats._io import canonical_location, is_url, one_remote_session

@@ -1,14 +1,15 @@
 """Writing an average: which keys are averaged, and the streamed, staged output.
 
 :func:`plan_average` decides what each output key holds (an average over the inputs, or the
-newest input's value); :func:`write_average` writes it tensor by tensor under the writer
-discipline of ``formats/_write.py``. The entry points are in :mod:`ckpt_tools.average`.
+newest input's value); :func:`write_average` writes it tensor by tensor
+(:mod:`~ckpt_tools.average_tensors`) under the writer discipline of ``formats/_write.py``. The
+entry points are in :mod:`ckpt_tools.average`; what they return in
+:mod:`~ckpt_tools.average_result`.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 from . import roles as R
 from .average_carried import record_name, removable, write_record
@@ -17,6 +18,8 @@ from .average_graphs import refuse_disagreeing_graphs
 from .average_held import refuse_keys_held_otherwise
 from .average_layouts import refuse_resumed_layouts
 from .average_renamed_doubt import refuse_renamed_doubt
+from .average_result import AverageResult
+from .average_tensors import accumulate, add_tensor, read_released
 from .average_unknown import check_unknown_carried, unknown_to_carry
 from .checkpoint import Checkpoint
 from .emamap import ema_map, proven_pairs
@@ -48,80 +51,6 @@ _AVERAGED = _FLOATS | _COMPLEX
 # one state training actually had. Names alone prove nothing: a trained weight named
 # learning_rate, decay or step is averaged (averaging a learning rate is harmless, copying a
 # weight is a silently wrong average).
-
-
-@dataclass(frozen=True)
-class AverageResult:
-    """What :func:`average_checkpoints` wrote.
-
-    Attributes:
-        prefix: the output checkpoint prefix (``<out>/variables/variables`` for a SavedModel).
-        inputs: the input checkpoint prefixes, oldest first (the newest last).
-        newest: the input non-averaged tensors were copied from.
-        newest_by: why it is the newest (``global_step 1000``, ``save_counter 3``,
-            ``the state file``, ``--newest``).
-        saved_model: the output SavedModel directory, for a SavedModel newest input.
-        averaged: keys whose values are averages over the inputs.
-        baked: plain variable key -> the shadow key whose average it holds (``bake=True``).
-        copied: keys copied from the newest input unchanged.
-        nbytes: tensor bytes written.
-        nonfinite: averaged keys whose values hold NaN or Inf (an input held them, or
-            ``inf + -inf``: the average is NumPy's, so it is NaN too).
-        assumed: what the ``bake`` pairing takes for granted that the newest input cannot
-            prove (``"not_swapped"``: :mod:`~ckpt_tools.keras_assumed`); in ``to_dict()``
-            only where not empty.
-        doubt_carried: the other checkpoints' graphs doubting the inputs' names, copied beside
-            the output so that it is doubted the same way (:mod:`~ckpt_tools.average_doubt`);
-            in ``to_dict()`` only where not empty.
-        doubt_removed: with ``overwrite``, the copies an earlier average of this output
-            carried into ``--out`` (named in its record, ``<name>.carried.json``:
-            :mod:`~ckpt_tools.average_carried`), removed with the publish
-            (review-26-attack-r90 F4, review-27-attack-r95 F1); in ``to_dict()`` only where
-            not empty.
-        records: the records written beside the output, file names (``<name>.carried.json``,
-            :mod:`~ckpt_tools.average_carried`; ``<name>.restored.json``,
-            :mod:`~ckpt_tools.restored_record`): they travel with the checkpoint; in
-            ``to_dict()`` (as paths beside ``output``) only where not empty.
-        merged: each group of two or more paths given that were taken as one checkpoint
-            (distinct files of it, as a shell glob gives them), as given
-            (:mod:`~ckpt_tools.average_inputs`); not in ``to_dict()``.
-        dropped: the averages ``drop_unproven_averages`` left out of the output (named after
-            a name several variables share, nothing proving them alike across the inputs:
-            :func:`~ckpt_tools.average_shared.droppable`); in ``to_dict()`` only where given.
-        warnings: what the writer warns of (``--no-meta`` left a graph doubting the inputs'
-            names unread: :func:`~ckpt_tools.no_meta_mark.written_warning`); not in
-            ``to_dict()`` (the CLI's ``--json`` "warnings" has them).
-    """
-
-    prefix: str
-    inputs: list[str]
-    averaged: list[str]
-    copied: list[str]
-    nbytes: int
-    baked: dict[str, str] = field(default_factory=dict)
-    newest: str = ""
-    newest_by: str = ""
-    saved_model: str | None = None
-    nonfinite: list[str] = field(default_factory=list)
-    assumed: list[str] = field(default_factory=list)
-    doubt_carried: list[str] = field(default_factory=list)
-    doubt_removed: list[str] = field(default_factory=list)
-    records: list[str] = field(default_factory=list)
-    merged: list[list[str]] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    dropped: list[str] | None = None
-
-    def to_dict(self) -> dict:
-        return {"output": self.prefix, "inputs": self.inputs, "newest": self.newest,
-                "newest_by": self.newest_by, "saved_model": self.saved_model,
-                "averaged": self.averaged, "baked": self.baked, "copied": self.copied,
-                "nonfinite": self.nonfinite, "bytes": self.nbytes,
-                **({"assumed": self.assumed} if self.assumed else {}),
-                **({"doubt_carried": self.doubt_carried} if self.doubt_carried else {}),
-                **({"doubt_removed": self.doubt_removed} if self.doubt_removed else {}),
-                **({"dropped": self.dropped} if self.dropped is not None else {}),
-                **({"records": [self.prefix[:len(self.prefix) - len(os.path.basename(
-                    self.prefix))] + r for r in self.records]} if self.records else {})}
 
 
 def bytes_to_count(ckpts: list[Checkpoint], upload: bool) -> int:
@@ -438,7 +367,7 @@ def _write_average(ckpts, prefix, source_of, to_average, progress, shown, mark=N
                 # inf + -inf is NaN, as in NumPy's mean: the value is right, the warning noise
                 with np.errstate(invalid="ignore", over="ignore"):
                     for ckpt in ckpts:
-                        _accumulate(acc, ckpt, src)
+                        accumulate(acc, ckpt, src)
                         if progress:
                             progress(entry.nbytes)
                     acc /= len(ckpts)
@@ -448,11 +377,11 @@ def _write_average(ckpts, prefix, source_of, to_average, progress, shown, mark=N
                 del acc
                 averaged.append(key)
             else:
-                value = _read_released(newest, key, entry)
+                value = read_released(newest, key, entry)
                 if progress:
                     progress(entry.nbytes * len(ckpts))
                 copied.append(key)
-            nbytes += _add(writer, key, entry, value)
+            nbytes += add_tensor(writer, key, entry, value)
         from .tools_mark import add_mark
 
         add_mark(writer, mark)
@@ -470,55 +399,3 @@ def _copy_meta(newest: Checkpoint, prefix: str, shown) -> None:
             f.write(data)
     else:  # read errors name the input; write errors (disk full) the output
         copy_file(meta, prefix + ".meta", shown_meta)
-
-
-# Pieces read per input at a time: the mapped pages of each piece are released as soon as it
-# has been added, so resident memory is one float64 accumulator (the tensor being averaged)
-# plus one piece per input, whatever the total size of the inputs.
-_PIECE = 4 << 20
-
-
-def _accumulate(acc, ckpt: Checkpoint, key: str) -> None:
-    """Adds ``ckpt``'s ``key`` to the float64 (complex128) ``acc`` piece by piece, unmapping
-    each piece once added (a memory-mapped input otherwise stays resident: 3 x 200 MB ->
-    734 MB)."""
-    flat = acc.reshape(-1)
-    start = 0
-    for piece in ckpt.chunks(key, _PIECE, release=True):
-        flat[start:start + piece.size] += piece.astype(acc.dtype, copy=False)
-        start += piece.size
-
-
-def _read_released(ckpt: Checkpoint, key: str, entry):
-    """``ckpt.tensor(key)`` as an owned copy, its mapped pages released piece by piece."""
-    import numpy as np
-
-    if entry.dtype == dtypes.STRING or entry.slices:
-        return ckpt.tensor(key)  # strings and partitioned tensors are read whole anyway
-    out = None
-    start = 0
-    for piece in ckpt.chunks(key, _PIECE, release=True):
-        if out is None:
-            out = np.empty(entry.num_elements, piece.dtype)
-        out[start:start + piece.size] = piece
-        start += piece.size
-    if out is None:
-        return ckpt.tensor(key)
-    return out.reshape(entry.shape)
-
-
-def _add(writer: BundleWriter, key: str, entry, value) -> int:
-    """Writes ``value`` under ``key``, keeping the newest input's partitioning (and the parts
-    of a tensor TF1 saved under one key per part each under its own key)."""
-    fragments = entry.extra.get("fragments") if key == entry.name else None
-    if fragments:
-        for s, part in zip(entry.slices, fragments, strict=True):
-            writer.add_partitioned(part, entry.dtype, entry.shape, [s], complete=False)
-            writer.add_array(part, value[s.index(entry.shape)], slice_of=s)
-    elif len(entry.slices) > 1 or (entry.slices and not entry.slices[0].is_full(entry.shape)):
-        writer.add_partitioned(key, entry.dtype, entry.shape, list(entry.slices))
-        for s in entry.slices:
-            writer.add_array(key, value[s.index(entry.shape)], slice_of=s)
-    else:
-        writer.add_array(key, value)
-    return int(value.nbytes) if value.dtype != object else entry.nbytes
