@@ -35,7 +35,7 @@ from typing import Any
 
 from .average_keyed import keyed_alike
 from .average_renumbered import pairing_fault, renumbering_fault
-from .average_shared import droppable, refuse_unproven_shared, shared_name_keys
+from .average_shared import DROP_OFFER, droppable, refuse_unproven_shared, shared_name_keys
 from .checkpoint import Checkpoint
 from .errors import UnprovenPairingError
 from .wording import counted
@@ -81,7 +81,7 @@ def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str],
             are named after a name several variables share
             (:func:`~ckpt_tools.average_shared.refuse_unproven_shared`).
         bake: whether the command bakes (its pairing then refuses an unbuildable map).
-        plain: a plain average (no ``--ema``): the shared-name refusal offers ``drop``.
+        plain: a plain average (no ``--ema``): a refusal that ``drop`` would lift offers it.
         drop: leave out, rather than refuse, the averages named after a shared name that
             nothing proves alike (:func:`~ckpt_tools.average_shared.droppable`); the other
             keys are checked as always.
@@ -104,6 +104,35 @@ def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str],
     # the weights' paths): TF's _N on their names follows apply() order, their place does not
     alike = keyed_alike(ckpts, [k for c in ckpts for k in shared_name_keys(c, keys)])
     keys = [k for k in keys if k not in alike and k not in dropped]
+    try:
+        _refuse_held(ckpts, keys, pairing)
+    except UnprovenPairingError as exc:
+        # a plain average refused for averages --drop-unproven-averages leaves out: offered
+        # where the other keys then pass (probed), as the shared-name refusal offers it
+        left = droppable(ckpts, every, pairing) if plain and not drop else []
+        if not left:
+            raise
+        try:
+            _refuse_held(ckpts, [k for k in keys if k not in left], pairing)
+        except UnprovenPairingError:
+            raise exc from None
+        raise UnprovenPairingError(f"{exc}{DROP_OFFER}", option=None) from None
+    # equal names under a name several variables share prove nothing (r121 F3)
+    refuse_unproven_shared(ckpts, [k for k in every if k not in dropped], pairing, bake,
+                           offer=plain)
+    return dropped
+
+
+def _refuse_held(ckpts: list[Checkpoint], keys: list[str], pairing: dict | None) -> None:
+    """The TF2 half of :func:`refuse_keys_held_otherwise`: refuses where an older input's
+    object graph records another ``full_name`` than the newest's under one of ``keys``
+    (numbered on by another process: :func:`_refuse_renumbered`).
+
+    Raises:
+        UnprovenPairingError: (exit 6, ``option`` ``None``), as
+            :func:`refuse_keys_held_otherwise`.
+    """
+    newest = ckpts[-1]
     want = newest.objects.full_names
     for ckpt in ckpts[:-1]:
         have = ckpt.objects.full_names if ckpt.objects is not None else {}
@@ -122,10 +151,6 @@ def refuse_keys_held_otherwise(ckpts: list[Checkpoint], keys: Iterable[str],
             ckpt, newest.path, have, want, differ, _holds,
             "their object graphs record: the holders changed between the saves (a list in "
             "another order, objects or attributes swapped)", shown=_shown)
-    # equal names under a name several variables share prove nothing (r121 F3)
-    refuse_unproven_shared(ckpts, [k for k in every if k not in dropped], pairing, bake,
-                           offer=plain)
-    return dropped
 
 
 def _refuse_renumbered(ckpt: Checkpoint, newest: Checkpoint, have: dict, want: dict,

@@ -45,6 +45,7 @@ l1, l2 = tf.Module(), tf.Module()
 l1.w = tf.Variable(tf.zeros([3]), name="w"); l2.w = tf.Variable(tf.zeros([3]), name="w")
 r = tf.train.ExponentialMovingAverage(0.5); r.apply([l1.w, l2.w]); steps([l1.w, l2.w], r)
 held = [r.average(l1.w), r.average(l2.w)]
+truth.update({"reorder:l1": l1.w.numpy(), "reorder:l2": l2.w.numpy()})
 tf.train.Checkpoint(layers=[l1, l2], ema=held if k == 1 else held[::-1]).write(
     f"{out}/reorder/ck")
 # "reorder0" (review-32-attack-r123 M1): the resume's throwaway EMA takes v/...Average, so its
@@ -266,3 +267,20 @@ def test_a_list_in_apply_order_is_averaged_without_its_averages_when_asked(runs,
                                       want.astype(np.float32))
     code, err = _average(runs, "unnamed", tmp_path / "ema", "--ema", "--drop-unproven-averages")
     assert code == 2 and "leave out --ema" in err, err
+
+
+def test_a_list_rebuilt_in_another_order_offers_the_weights_alone(runs, tmp_path, tf):
+    """Session 33: the "holders changed" refusal of a list of averages rebuilt reversed offers
+    --drop-unproven-averages where it lifts that refusal (probed: run); the layers' weights,
+    in their places in both saves, are then the mean of l1.w's and of l2.w's values."""
+    _, _, truth1, truth2 = runs
+    code, err = _average(runs, "reorder", tmp_path / "refused")
+    assert code == 6 and "numbering" in err and "--drop-unproven-averages" in err, err
+    code, err = _average(runs, "reorder", tmp_path / "out", "--drop-unproven-averages")
+    assert code == 0, err
+    read = tf.train.load_checkpoint(str(tmp_path / "out" / "ck"))
+    assert not any(k.startswith("ema/") for k in read.get_variable_to_shape_map())
+    for i, n in enumerate(("l1", "l2")):
+        want = (truth1[f"reorder:{n}"].astype(np.float64) + truth2[f"reorder:{n}"]) / 2
+        np.testing.assert_array_equal(read.get_tensor(f"layers/{i}/w{_KEY}"),
+                                      want.astype(np.float32))
