@@ -260,6 +260,12 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str],
     if crossed is not None:  # Savers of two EMA objects: whose averages? (r115 F1)
         raise crossed
     raw = [st for st in raw if st not in evaluated]
+    # stated to hold averages: whose? a graph restoring another object's (or variable's) keys
+    # into them outside its Savers answers (a vocabulary warm start, a staging variable's
+    # hop: review-33-attack-r126 F2)
+    crossed = crossed_refusal(ckpt, raw) if raw and ckpt.averages_only else None
+    if crossed is not None:
+        raise crossed
     # a pair the caller's filters leave out (--exclude w): kept for them to drop and count
     unused = {st for st in raw if left_out is not None and left_out(*st)}
     ordered = [st for st in ordered if st not in unused]
@@ -324,9 +330,9 @@ def stated_lone_averages(ckpt: Checkpoint) -> dict[str, str]:
     other = {v.name for v in ckpt.variables_unwarned() if v.role == R.OTHER}
     found.update({s: t for s, t in raw_named_keys(ckpt).items()
                   if s in other and t not in stored and _statable(ckpt, sources, s, t)})
-    # Savers of two EMA objects in an evaluation graph: no statement pairs them (r115 F1)
-    evaluated = [(s, t) for s, t in found.items()
-                 if saved_from((sources or {}).get(s), t) and evaluation_graph(ckpt, s)]
+    # Savers of two EMA objects (or restores of another's keys) in the graph: no statement
+    # pairs them (r115 F1, review-33-attack-r126 F2)
+    evaluated = [(s, t) for s, t in found.items() if saved_from((sources or {}).get(s), t)]
     if evaluated and crossed_refusal(ckpt, evaluated) is not None:
         return {s: t for s, t in found.items() if (s, t) not in evaluated}
     return found

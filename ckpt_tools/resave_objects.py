@@ -11,14 +11,12 @@ from __future__ import annotations
 from .errors import UnprovenPairingError
 from .formats.graph_def import read_graphs, through_reads
 from .formats.meta_saver import PART, saved_sources_all
+from .formats.meta_update_ops import RESTORES
 from .save_op import graph_file, graph_named, written_sources
 from .wording import agreeing, counted
 
 __all__ = ["crossed_refusal", "other_ema_named", "restored_ema_named", "sits_under"]
 
-# ops that read a checkpoint's keys (their tensor_names: input 1) outside a Saver's scope:
-# tf1.train.init_from_checkpoint's and warm_start's checkpoint_initializer* (RestoreV2)
-_RESTORE_OPS = frozenset({"RestoreV2", "RestoreSlice", "Restore"})
 _SAVE_OPS = frozenset({"SaveV2", "SaveSlices", "Save"})
 _ASSIGNS = frozenset({"Assign", "AssignVariableOp"})
 
@@ -60,35 +58,80 @@ def restored_ema_named(ckpt, name: str) -> tuple[str, str] | None:
     saved = {PART.sub("", v) for saver in savers for k, src in saver.items()
              if (v := sits_under(k, src)) is not None and k == f"{v}/{name}"}
     for graph in read_graphs(path) if saved else ():
-        nodes = graph.nodes
-        by_op: dict[frozenset, list[str]] = {_SAVE_OPS: [], _RESTORE_OPS: [], _ASSIGNS: []}
-        for n in nodes:  # one pass over the ops (a large graph's tens of thousands)
-            kind = nodes.op(n)
-            for ops, found in by_op.items():
-                if kind in ops:
-                    found.append(n)
-        scopes = {n.rpartition("/")[0] for n in by_op[_SAVE_OPS]}
-        restores = {n for n in by_op[_RESTORE_OPS]
-                    if n.rpartition("/")[0] not in scopes and len(nodes[n].inputs) > 1}
-        for n in by_op[_ASSIGNS] if restores else ():
-            inputs = nodes[n].inputs
-            read = through_reads(nodes, inputs[1]) if len(inputs) > 1 else None
-            names = nodes[read].inputs[1] if read in restores else None
-            target = through_reads(nodes, inputs[0])
-            own = PART.sub("", target) if target else None
-            for key in nodes[names].strings if names in nodes else ():
-                var = sits_under(key, [target])
-                if var is not None and PART.sub("", var) in saved \
-                        and key[len(var) + 1:] != name:
-                    return key, var
-                # a key of another name mapped onto it (init_from_checkpoint's map, a scope
-                # rename: fc/w/fast into net/fc/w): neither the saved EMA name's key nor a
-                # variable of its own name is read as another object's (review-32-attack-r124
-                # F1; fail-closed)
-                if var is None and own in saved and not key.endswith("/" + name) \
-                        and key.rpartition("/")[2] != own.rpartition("/")[2]:
-                    return key, own
+        for target, key in _restored_keys(graph.nodes):
+            var = sits_under(key, [target])
+            if var is not None and PART.sub("", var) in saved \
+                    and key[len(var) + 1:] != name:
+                return key, var
+            own = PART.sub("", target)
+            # a key mapped onto a variable of another name (init_from_checkpoint's map, a
+            # scope rename: fc/w/fast into net/fc/w) is read as that variable's only where
+            # the two names differ by their leading scope alone (review-32-attack-r124 F1);
+            # the saved EMA name's key of another variable (V/slow into W) is V's average
+            # (review-33-attack-r126 F1): fail-closed
+            stem = PART.sub("", key[:-len(name) - 1] if key.endswith("/" + name) else key)
+            # another saved variable's name read into own (fc/w/fast into fc2/w) is no rename
+            if var is None and own in saved and (
+                    not _renamed(stem, own) or (stem != own and stem in saved)):
+                return key, own
     return None
+
+
+def _renamed(stem: str, own: str) -> bool:
+    """Whether the checkpoint name ``stem`` read into the variable ``own`` is ``own`` itself
+    or ``own`` under another leading scope (``model/W`` into ``net/W``, ``fc/w`` into
+    ``net/fc/w``): every part of the shorter name but its first is the longer one's end.
+
+    Returns:
+        `bool`; ``False`` where another variable's name is read (``model/V`` into
+        ``model/W``, ``model/b2/w`` into ``net/b1/w``)."""
+    a, b = stem.split("/"), own.split("/")
+    n = min(len(a), len(b))
+    common = 0
+    while common < n and a[-1 - common] == b[-1 - common]:
+        common += 1
+    return common >= max(1, n - 1)
+
+
+def _restored_keys(nodes) -> list[tuple[str, str]]:
+    """``(variable, key)`` for each checkpoint key a restore op outside every Saver's scope
+    reads into a variable of the graph ``nodes``: ``init_from_checkpoint``'s and
+    ``warm_start``'s ``checkpoint_initializer`` (RestoreV2), ``warm_start``'s vocabulary
+    remap (LoadAndRemapMatrix, review-33-attack-r126 F2), and what a variable so restored
+    is then assigned into (a staging variable's hop). The graph drops a restore op's output
+    ports, so each of its keys is read against each variable it assigns (one key each, as
+    those APIs build them)."""
+    by_op: dict[frozenset, list[str]] = {_SAVE_OPS: [], RESTORES: [], _ASSIGNS: []}
+    for n in nodes:  # one pass over the ops (a large graph's tens of thousands)
+        kind = nodes.op(n)
+        for ops, found in by_op.items():
+            if kind in ops:
+                found.append(n)
+    scopes = {n.rpartition("/")[0] for n in by_op[_SAVE_OPS]}
+    # each restore op -> the node holding the key names it reads (input 1 of each kind)
+    reads = {n: nodes[n].inputs[1] for n in by_op[RESTORES]
+             if n.rpartition("/")[0] not in scopes and len(nodes[n].inputs) > 1}
+    if not reads:
+        return []
+    into: dict[str, set[str]] = {}
+    moves: list[tuple[str, str]] = []  # (variable assigned, the op its value reads)
+    for n in by_op[_ASSIGNS]:
+        inputs = nodes[n].inputs
+        if len(inputs) > 1 and inputs[0]:
+            moves.append((through_reads(nodes, inputs[0]), through_reads(nodes, inputs[1])))
+    for target, read in moves:
+        names = reads.get(read)
+        if names in nodes:
+            into.setdefault(target, set()).update(nodes[names].strings)
+    for _ in range(4):  # a restored variable's value assigned on (stage/w into w)
+        grown = False
+        for target, read in moves:
+            if read in into and read != target and not into[read] <= into.get(target, set()):
+                into.setdefault(target, set()).update(into[read])
+                grown = True
+        if not grown:
+            break
+    return [(t, k) for t in sorted(into) for k in sorted(into[t])]
 
 
 def sits_under(key: str, src: list[str]) -> str | None:
@@ -128,11 +171,13 @@ def crossed_refusal(ckpt, evaluated: list) -> UnprovenPairingError | None:
     return UnprovenPairingError(
         f"{ckpt.path}: {counted(len(evaluated), 'key')} named as averages "
         f"{agreeing(len(evaluated), 'was', 'were')} written from "
-        f"{agreeing(len(evaluated), 'its variable', 'their variables')} by an evaluation graph "
+        f"{agreeing(len(evaluated), 'its variable', 'their variables')} by a Saver of a graph "
         f"(e.g. {s} from {under[s]}), whose {graph_named(ckpt)} also names "
-        f"{other[1]}'s value {other[0]} (a Saver's or a restore op's): two EMA objects' "
-        "variables_to_restore() names, so each variable held the averages of whichever "
-        "object's names restored it, which the file cannot show (--averages-only cannot "
-        "decide it); "
+        f"{other[1]}'s value {other[0]} (a Saver's or a restore op's): "
+        + ("another variable's average under the same EMA name, so a variable may hold "
+           "another's average, " if other[0].endswith("/" + name) else
+           "two EMA objects' variables_to_restore() names, so each variable held the "
+           "averages of whichever object's names restored it, ")
+        + "which the file cannot show (--averages-only cannot decide it); "
         "read the averages you want from the training checkpoint", None,
         {k: (v,) for k, v in evaluated})

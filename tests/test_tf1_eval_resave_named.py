@@ -111,6 +111,46 @@ for kind, save in (("init", "ExponentialMovingAverage"), ("warm", "ExponentialMo
                 s.run(tf1.global_variables_initializer())
                 s.run(tf1.assign(gs, i))
                 saver.save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
+# restores outside a Saver the names alone do not show (review-33-attack-r126): fast's keys
+# mapped onto the variables of another scope (a rename: read), onto another variable (fc/w's
+# average into fc2/w), remapped by a vocabulary warm start, or restored into a staging
+# variable then assigned
+for kind in ("fast_net", "fast_cross", "vocab", "hop"):
+    for i in (3, 4):
+        with tf.Graph().as_default():
+            gs = tf1.train.get_or_create_global_step()
+            ckpt = f"{out}/train/model.ckpt-{i}"
+            with tf1.variable_scope("net" if kind == "fast_net" else ""):
+                w, b, _ = model()
+            if kind == "fast_net":
+                tf1.train.init_from_checkpoint(ckpt, {"fc/w/fast": w, "fc/b/fast": b})
+            elif kind == "fast_cross":
+                w2 = tf1.get_variable("fc2/w", [3, 3])
+                tf1.train.init_from_checkpoint(ckpt, {"fc/w/fast": w2, "fc/b/fast": b})
+            elif kind == "vocab":
+                with open(f"{out}/vocab.txt", "w") as f:
+                    f.write("a\nb\nc\n")
+                vocab = tf1.train.VocabInfo(new_vocab=f"{out}/vocab.txt", new_vocab_size=3,
+                                            num_oov_buckets=0, old_vocab=f"{out}/vocab.txt")
+                tf1.train.warm_start(ckpt, vars_to_warm_start=["fc/w"],
+                                     var_name_to_vocab_info={"fc/w": vocab},
+                                     var_name_to_prev_var_name={"fc/w": "fc/w/fast"})
+            else:
+                stage = tf1.get_variable("stage/w", [3, 3], trainable=False,
+                                         collections=[tf1.GraphKeys.LOCAL_VARIABLES])
+                tf1.train.init_from_checkpoint(ckpt, {"fc/w/fast": stage})
+                hop = w.assign(stage)
+            name = "fast" if kind.startswith("fast") else "ExponentialMovingAverage"
+            saver = tf1.train.Saver(tf1.train.ExponentialMovingAverage(
+                0.5, name=name).variables_to_restore())
+            os.makedirs(f"{out}/{kind}", exist_ok=True)
+            with tf1.Session() as s:
+                s.run(tf1.global_variables_initializer())
+                s.run(tf1.local_variables_initializer())
+                if kind == "hop":
+                    s.run(hop)
+                s.run(tf1.assign(gs, i))
+                saver.save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
 np.savez(f"{out}/truth.npz", **truth)
 '''
 
@@ -268,3 +308,37 @@ def test_no_meta_does_not_read_past_two_objects_restored_by_its_own_graph(made, 
                          dst=tmp_path / "e.npz")
     assert code == 6 and "two EMA objects" in line, line
     assert not (tmp_path / "e.npz").exists()
+
+
+def test_fast_averages_restored_onto_another_scope_read_as_they_are(made, tmp_path):
+    """``init_from_checkpoint`` of ``fast``'s own keys onto the same variables under another
+    scope (``fc/w/fast`` into ``net/fc/w``), saved by ``Saver(fast.variables_to_restore())``:
+    a rename, read under ``--averages-only`` as the training session's ``fast.average(v)``."""
+    out, truth = made
+    code, line = _export(out / "fast_net" / "model.ckpt-4", "--ema-name", "fast",
+                         "--averages-only", dst=tmp_path / "f.npz")
+    assert code == 0, line
+    with np.load(tmp_path / "f.npz") as z:
+        assert sorted(z.files) == ["net/fc/b", "net/fc/w"]
+        for n in z.files:
+            assert z[n].tobytes() == truth[f"4:fast:{n[4:]}"].tobytes(), n
+
+
+@pytest.mark.parametrize("kind, options", [
+    ("fast_cross", ["--ema-name", "fast"]), ("vocab", []), ("hop", []),
+    ("vocab", ["--no-meta"]), ("hop", ["--no-meta"])])
+@pytest.mark.parametrize("command", [["export", "--out", "e.npz"],
+                                     ["restore-ema", "--out", "ema"]])
+def test_averages_restored_another_way_refused(made, kind, options, command, tmp_path):
+    """review-33-attack-r126 F1/F2: ``fast``'s average of ``fc/w`` restored into ``fc2/w``
+    (the saved EMA name's key of ANOTHER variable), warm_start's vocabulary remap
+    (LoadAndRemapMatrix) of ``fc/w/fast`` into ``fc/w`` and a staging variable's hop were read
+    under ``--averages-only`` as the saving object's averages of those variables (exit 0,
+    another variable's or another object's values): refused, exit 6, nothing written."""
+    out, _ = made
+    dst = tmp_path / command[-1]
+    code, _, err = run_cli([command[0], "--averages-only", *options,
+                            str(out / kind / "model.ckpt-4"), command[1], str(dst)])
+    assert code == 6, err
+    assert "fc/w/fast" in err and "--averages-only cannot decide it" in " ".join(err.split())
+    assert not dst.exists()

@@ -61,7 +61,9 @@ SLOT_INPUTS: dict[str, tuple[int, ...]] = {
 # every other op that writes the variable its first input is (or reads)
 _WRITES = re.compile(r"^(?:Assign(?:Add|Sub)?(?:VariableOp)?|(?:Resource)?StridedSliceAssign"
                      r"|(?:Resource)?Scatter(?:Nd)?(?:Update|Add|Sub|Mul|Div|Min|Max))$")
-_RESTORES = frozenset({"RestoreV2", "Restore", "RestoreSlice"})
+# ops that read a checkpoint's keys (input 1 names them): a Saver's and init_from_checkpoint's
+# restores, and warm_start's vocabulary remap of an embedding (review-33-attack-r126 F2)
+RESTORES = frozenset({"RestoreV2", "Restore", "RestoreSlice", "LoadAndRemapMatrix"})
 _BROADCAST = re.compile(r"Broadcast|Bcast")  # HorovodBroadcast, NcclBroadcast, CollectiveBcast*
 _SAVE_SCOPE = re.compile(r"^(?:.*/)?save(?:_\d+)?/")
 NO_NODE = GraphNode("", [], [])
@@ -270,7 +272,7 @@ def _initial_or_restored(nodes, name: str, inputs: list[str], written: str,
     node = nodes.get(value, NO_NODE)
     if _BROADCAST.search(node.op) and node.inputs:
         return variable(node.inputs[0]) == written  # a copy of itself: no new value
-    return node.op in _RESTORES
+    return node.op in RESTORES
 
 
 def _apply_decay(nodes: dict[str, GraphNode], mul: GraphNode, scope: str) -> bool:
