@@ -342,9 +342,12 @@ def held_weights(st: ExportState) -> None:
     """
     ckpt, variables, sources = st.ckpt, st.variables, st.sources
     names = sorted(set(st.twins.values())) if not st.use_ema and st.holders is None else []
-    if st.unproven:
-        again = averaged_again(ckpt, st.unproven)  # an EMA of an EMA? (r37 F7)
-        st.warnings.append(unproven_warning([st.name(k) for k in st.unproven],
+    # only those the filters write: one -g left out was named, and --exclude offered for it
+    # (review-32-attack-r120 F4)
+    written = [k for k in st.unproven if not st.left_out(k)]
+    if written:
+        again = averaged_again(ckpt, written)  # an EMA of an EMA? (r37 F7)
+        st.warnings.append(unproven_warning([st.name(k) for k in written],
                                             [st.name(k) for k in again], names))
     # a variable not stored whose proven average is (a TF1 Saver of the averages alone)
     st.weights += [t for t, s in sources.items() if s != t and t not in variables
