@@ -34,6 +34,7 @@ from .formats._write import (
 from .formats.slices import check_partition
 from .keras_assumed import RAW_EMA_WARNING
 from .object_paths import positional_names_note
+from .raw_baked import raw_baked, raw_baked_warning
 from .raw_reasons import expected_raw_note
 from .restored_mark import (
     checkpoint_mark,
@@ -231,6 +232,13 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         if ema is False and map_options.get("use_meta") is False:  # nor with the graphs set
             said = no_meta_raw_warning(ckpt.with_meta(False))  # aside (u30 F5; r112 F3)
             warnings = [said if w == RAW_EMA_WARNING else w for w in warnings]
+        if ema is False and RAW_EMA_WARNING in warnings and not is_url(ckpt.path):
+            # the plain names hold what keys read as averages hold (a restore-ema output):
+            # not "drop --raw to export the averages" (note/s32j)
+            baked, total = raw_baked(ckpt, plan)
+            if baked:
+                warnings = [raw_baked_warning(baked, total) if w == RAW_EMA_WARNING else w
+                            for w in warnings]
         notes += [marked_note] if marked_note else []
         positional = positional_names_note(ckpt.objects, plan, weights)
         if positional:  # two towers' proj/kernel: named by position, no layer name recorded

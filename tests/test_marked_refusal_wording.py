@@ -160,3 +160,26 @@ def test_an_exclude_leaving_out_two_variables_says_so(made, tmp_path):
     assert code == 3 and not (tmp_path / "r").exists(), err
     assert "they leave out 'model/V' (the key the .meta's save op wrote variable 'model/W' " \
            "under) and 'model/W' (its name)" in said, err
+
+
+def test_raw_export_of_a_restore_ema_output_says_it_writes_the_averages(made, tmp_path):
+    """note/s32j: ``export --raw`` of a restore-ema output writes the averages baked into its
+    plain names, and warned that the averages usually evaluate better: "drop --raw to
+    export them". It now says that each weight holds exactly what a key read as an average
+    holds; a weight restore-ema left out keeps its raw value and is not named."""
+    out, truth = made
+    code, _, err = run_cli(["restore-ema", str(out / "crossed/model.ckpt-2"), "--exclude",
+                            "model/V", "--out", str(tmp_path / "r")])
+    assert code == 0, err
+    code, _, err = run_cli(["export", str(tmp_path / "r"), "--raw",
+                            "--out", str(tmp_path / "o.npz")])
+    said = " ".join(err.split())
+    assert code == 0, err
+    assert "1 of the 2 weights with an EMA shadow holds exactly the value stored under a " \
+           "key read as an EMA shadow (model/W)" in said and "drop --raw" not in said, err
+    with np.load(tmp_path / "o.npz") as got:
+        np.testing.assert_array_equal(got["model/W"], truth["crossed:2:avg:model/W"])
+        np.testing.assert_array_equal(got["model/V"], truth["crossed:2:raw:model/V"])
+    code, _, err = run_cli(["export", str(out / "crossed/model.ckpt-2"), "--raw",
+                            "--out", str(tmp_path / "in.npz")])  # a training save: as before
+    assert code == 0 and "drop --raw" in " ".join(err.split()), err
