@@ -18,6 +18,7 @@ from .ema_missing_hints import (
     PARTIAL,
     SERVING_EXPORT,
     TENSOR_SOURCED,
+    UNLISTED_AVERAGES,
     UNSAVED_INNER,
 )
 from .ema_refusals import SLOT_NAMED
@@ -161,6 +162,7 @@ def _missing_message(m: EmaMap) -> str:
     if none and renamed:  # the shadows are there, under another name: nothing else to say
         return (f"{m.checkpoint}: no variable has an EMA shadow under '<name>/{m.ema_name}' "
                 f"({eg}); {renamed}")
+    unlisted = next((h for h in m.hints if h.startswith(UNLISTED_AVERAGES)), None)
     if none and m.file_style == "keras" and LEGACY_SLOTS in m.hints:
         cause = ("its optimizer keeps slot variables (.OPTIMIZER_SLOT), as a tf_keras legacy "
                  "optimizer (tf_keras.optimizers.legacy, or Keras before 2.11) does, which has "
@@ -194,6 +196,8 @@ def _missing_message(m: EmaMap) -> str:
                  "EMA may have been meant: if a tf.train.ExponentialMovingAverage averaged "
                  f"them, {_TF2_UNSAVED}; if the Keras optimizer was to keep them, it had "
                  "use_ema=False (train with e.g. keras.optimizers.SGD(..., use_ema=True))")
+    elif none and m.file_style == "keras" and unlisted:
+        cause = unlisted  # its averages are stored, unpaired: not use_ema=False (s32m)
     elif none and m.file_style == "keras":
         cause = ("the optimizer had use_ema=False (train with e.g. "
                  "keras.optimizers.SGD(..., use_ema=True) to keep them)")
@@ -248,7 +252,7 @@ def _missing_message(m: EmaMap) -> str:
             if h not in (LEGACY_SLOTS, SERVING_EXPORT, KERAS_EXPORT, LISTED_TRAINABLE,
                          UNSAVED_INNER, MODULE_WEIGHTS, KERAS3_WEIGHTS,
                          KERAS3_LAYER_WEIGHTS)
-            and not h.startswith(RAW_REFUSED)]
+            and not h.startswith((RAW_REFUSED, UNLISTED_AVERAGES))]
     hint = ("; " + "; ".join(said)) if said else ""
     if none and SERVING_EXPORT in m.hints:
         hint += ("; if it was exported that way, its weights are the averages as they are "
@@ -271,8 +275,10 @@ def _missing_message(m: EmaMap) -> str:
         names = [m.names.get(t) or readable_name(t) for t in m.missing[:5]]
         sample = ", ".join(names) + (f" and {len(m.missing) - 5} more"
                                      if len(m.missing) > 5 else "")
-        return (f"{m.checkpoint}: no averages are stored for any of its "
-                f"{counted(len(m.missing), 'weight')}: {sample}; likely cause: {cause}{hint}")
+        return (f"{m.checkpoint}: no "
+                + ("average is proven" if unlisted else "averages are stored")  # (s32m)
+                + f" for any of its {counted(len(m.missing), 'weight')}: {sample}; likely "
+                f"cause: {cause}{hint}")
     if m.file_style != "tf1":  # object paths: no "<name>/ExponentialMovingAverage" keys
         names = [m.names.get(t) or readable_name(t) for t in m.missing[:5]]
         what = ("EMA copy in the optimizer (use_ema=True)" if m.file_style == "keras"

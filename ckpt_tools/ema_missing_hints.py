@@ -5,6 +5,8 @@ and :mod:`ckpt_tools.emamap_hints` gives."""
 
 from __future__ import annotations
 
+import re
+
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import suffix_base
@@ -118,6 +120,40 @@ NONE_TO_ALLOW = ("--allow-missing keeps raw values only beside stored averages (
 #: slot variables (a tf_keras legacy optimizer) and no averages.
 LEGACY_SLOTS = ("the optimizer keeps TF2 slot variables (.OPTIMIZER_SLOT), as a tf_keras legacy "
                 "optimizer does, which has no use_ema")
+
+
+#: What a hint of the map starts with (:func:`unlisted_averages_hint`): a Keras optimizer
+#: whose variables are named as its ``use_ema`` averages while its object graph records no
+#: list pairing them with the weights: not surely "use_ema=False" (note/s32m).
+UNLISTED_AVERAGES = "its optimizer holds variables named as its use_ema averages"
+
+
+def unlisted_averages_hint(variables) -> str | None:
+    """The hint for a Keras file whose optimizer variables are named as its ``use_ema``
+    averages (``Adam/average/dense_2/kernel``) where the object graph records no
+    ``_model_variables_moving_average`` list pairing them with the weights. A tf_keras
+    optimizer of ``use_ema=True`` resumed in a new process by a deferred restore stores its
+    averages so (TF's object graph then does not track that list: note/s32m); an optimizer
+    subclass's own variables named ``average`` (gradient averages, ``use_ema=False``) look
+    the same (review-14-attack-r27 F3): the file tells neither apart.
+
+    Returns:
+        `str` starting with :data:`UNLISTED_AVERAGES`, or ``None``.
+    """
+    named = sorted(v.path for v in variables.values()
+                   if v.role == R.OPTIMIZER_SLOT and v.path and _AVERAGE_PATH.search(v.path))
+    if not named:
+        return None
+    more = f" and {len(named) - 3} more" if len(named) > 3 else ""
+    return (f"{UNLISTED_AVERAGES} ({', '.join(named[:3])}{more}), and its object graph "
+            "records no list pairing any with a weight (_model_variables_moving_average): "
+            "either use_ema=True averages whose list was not tracked (a tf_keras optimizer "
+            "restored in a new process by a deferred restore, before it was built, saves them "
+            "so), or variables of its own of that name (use_ema=False); nothing here tells "
+            "which, nor which weight each would average")
+
+
+_AVERAGE_PATH = re.compile(r"(^|/)average/")
 
 
 #: A hint of the map: a TF2 checkpoint with neither averages nor an optimizer

@@ -20,6 +20,7 @@ from .ema_missing_hints import (
     UNSAVED_INNER,
     misfiled_hint,
     missing_hints,
+    unlisted_averages_hint,
     unsaved_inner_optimizers,
 )
 from .ema_scopes import scope_hints, vscoped_hint
@@ -99,6 +100,10 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
     if speaks == "keras" and missing and not any(v.role == R.EMA for v in variables.values()) \
             and any(SLOT_MARK in k for k in variables):
         hints.append(LEGACY_SLOTS)  # slot variables: a TF2 slot optimizer, no use_ema
+    unlisted = unlisted_averages_hint(variables) if speaks == "keras" and missing and not any(
+        v.role == R.EMA for v in variables.values()) else None
+    if unlisted:  # averages stored, no list pairing them: not "use_ema=False" (s32m)
+        hints.append(unlisted)
     detached = detached_hint(ckpt, variables, missing) if speaks in ("tf2", "keras") \
         else None
     if detached:  # Keras 3 / tf_keras averages saved without their optimizer (r47 F3, r55)

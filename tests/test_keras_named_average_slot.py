@@ -93,5 +93,8 @@ def test_tf_keras_gradient_averages_are_not_ema_copies(tmp_path_factory, tmp_pat
         dest = tmp_path / f"{sub}.npz"
         code, _, err = run_cli(["export", str(out / sub / "ckpt"), "--out", str(dest)])
         assert code == 6, err
-        assert "no averages are stored" in err, err
+        # the names are those of a resumed use_ema=True optimizer's unlisted averages too
+        # (note/s32m): no average is proven, whatever they are
+        said = " ".join(err.split())
+        assert "no average is proven" in said and "variables of its own of that name" in said, err
         assert not dest.exists()
