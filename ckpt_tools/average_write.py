@@ -160,9 +160,13 @@ def plan_average(newest: Checkpoint, ema: bool, bake: bool,
                                             if k not in ("allow_missing", "strict")})
     unaveraged = sorted(k for k, s in source_of.items() if s not in shadows)
     if unaveraged:  # a pairing onto something that is not an averaged float shadow
+        # (not "leave out --bake": --ema-name then needs it, and --ema copies such a key
+        # from the newest, unaveraged: review-32-attack-r119 N2)
         raise EmaError(f"{newest.path}: the average of {unaveraged[0]!r} is "
                        f"{source_of[unaveraged[0]]!r}, which is not a floating-point EMA "
-                       "shadow that can be averaged; leave out --bake")
+                       "shadow that can be averaged; average without --ema --bake (each key "
+                       "under its own name, its .meta beside it) and read that output with "
+                       "ckpt export or restore-ema and the same options")
     return source_of, shadows, list(m.assumed)
 
 

@@ -183,3 +183,29 @@ def test_raw_export_of_a_restore_ema_output_says_it_writes_the_averages(made, tm
     code, _, err = run_cli(["export", str(out / "crossed/model.ckpt-2"), "--raw",
                             "--out", str(tmp_path / "in.npz")])  # a training save: as before
     assert code == 0 and "drop --raw" in " ".join(err.split()), err
+
+
+def test_the_unaveraged_pairing_refusal_offers_a_plain_average_that_reads_right(made, tmp_path):
+    """review-32-attack-r119 N2: ``average --ema --bake --ema-name fast`` of a Saver keeping
+    fast's average of W under model/W is refused (r119 F5: the key is not read as a shadow),
+    offering "leave out --bake", which --ema-name refuses without (exit 2), and whose --ema
+    copies that key from the newest input unaveraged. The refusal now offers a plain average
+    read with the same options; followed, it gives the mean of fast's averages."""
+    out, truth = made
+    run = out / "raw_holds_fast"
+    inputs = [str(run / f"model.ckpt-{i}") for i in (1, 2)]
+    code, _, err = run_cli(["average", *inputs, "--ema", "--bake", "--ema-name", "fast",
+                            "--out", str(tmp_path / "b")])
+    said = " ".join(err.split())
+    assert code == 6 and "leave out --bake" not in said, err
+    assert "average without --ema --bake" in said and "the same options" in said, err
+    code, _, err = run_cli(["average", *inputs, "--out", str(tmp_path / "a")])
+    assert code == 0, err
+    code, _, err = run_cli(["export", str(tmp_path / "a"), "--ema-name", "fast",
+                            "--out", str(tmp_path / "a.npz")])
+    assert code == 0, err
+    with np.load(tmp_path / "a.npz") as got:
+        for k in ("model/W", "model/V"):
+            want = (truth[f"raw_holds_fast:1:fast:{k}"].astype(np.float64)
+                    + truth[f"raw_holds_fast:2:fast:{k}"]) / 2
+            np.testing.assert_allclose(got[k], want, rtol=1e-6)
