@@ -149,8 +149,12 @@ def beside(objects: ObjectGraph, key: str, heads) -> bool:
     # reference to m.w (a tied weight) beside its own weight named w/fast tracks both, yet
     # that weight is no more w's average than in F3 (review-32-attack-r123 F1)
     here = objects.paths.get(key, key).rpartition("/")[0]
-    return any(mine & held.get(h, frozenset())
-               and objects.paths.get(h, h).rpartition("/")[0] == here for h in heads)
+    # ... and every object tracking it holds the head too: a sub-module's own weight w/fast
+    # also referenced at the top beside m.w (m.a_d = m.sub.d) is no more w's average than
+    # without that alias (review-33-attack-r127 C1)
+    return bool(mine) and any(mine <= held.get(h, frozenset())
+                              and objects.paths.get(h, h).rpartition("/")[0] == here
+                              for h in heads)
 
 
 def refuse_sub_module_held(ckpt, variables: dict, apart: dict, ema_name: str) -> None:

@@ -251,3 +251,31 @@ def test_a_tied_weight_referenced_above_its_module_lets_the_other_averages_be_re
                      "--allow-missing")
     assert result.exit_code == 0, result.output
     _same(out, {"model/enc/u": u_avg, "model/head": w_raw})  # w raw, as stated
+
+
+def test_a_sub_module_weight_also_referenced_beside_w_is_never_its_average(tf, tmp_path):
+    """review-33-attack-r127 C1: ``m.sub.d``, a sub-module's own weight named ``w/fast``, ALSO
+    referenced at the top (``m.a_d = m.sub.d``, a tied weight or convenience alias, so d's
+    first path, model/a_d, is beside model/w); an EMA truly named ``fast`` averages u only.
+    5e8b66f's rule (an object tracking d also tracks w, on d's first path) read d as w's
+    average under ``--ema-name fast`` (exit 0, w = d's raw value). A sub-module also tracks
+    d, as in r118 F3 without the alias: every object tracking d must hold w beside it."""
+    m = tf.Module()
+    m.w = tf.Variable([1.0, 2.0], name="r127_w")
+    m.u = tf.Variable([3.0, 4.0], name="r127_u")
+    m.sub = tf.Module()
+    m.sub.d = tf.Variable([7.0, 7.0], name="r127_w/r127f")
+    m.a_d = m.sub.d
+    fast = tf.train.ExponentialMovingAverage(0.5, name="r127f")
+    fast.apply([m.u])
+    m.u.assign([5.0, 6.0])
+    fast.apply([m.u])
+    bare, apart, out = tmp_path / "bare", tmp_path / "apart", tmp_path / "x.npz"
+    tf.train.Checkpoint(model=m).write(str(bare / "ckpt"))
+    tf.train.Checkpoint(model=m, ema=[fast.average(m.u)]).write(str(apart / "ckpt"))
+    for d, args in ((bare, ["--allow-missing"]), (apart, ["--exclude", "model/u"]),
+                    (apart, [])):
+        result = _export(d, out, "--ema-name", "r127f", *args)
+        said = " ".join(result.stderr.split())
+        assert result.exit_code == 6 and not out.exists(), (d.name, args, said)  # was 0
+        assert "a variable the model itself tracks" in said, said
