@@ -29,13 +29,15 @@ BN_STATS = [f"conv{i}/BatchNorm/{n}" for i in (1, 2, 3) for n in ("moving_mean",
 NOISE = ("oneDNN", "absl::InitializeLog", "Traceback", "cuda drivers", "E0000", "I0000", "W0000")
 
 
-def _cluster(train_dir, *args: str, timeout: float = 150):
+def _cluster(train_dir, *args: str, timeout: float = 150, cwd: str = REPO):
+    """Runs ``ckpt train --train-dir train_dir ...`` in ``cwd`` (``train_dir`` relative to
+    it, or absolute)."""
     cmd = [sys.executable, "-m", "ckpt_tools", "train", "--train-dir", str(train_dir),
            "--batch-size", "8", *args]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=REPO)
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # the launcher must be quiet on its own
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd)
     return proc, time.monotonic() - t0
 
 
@@ -264,9 +266,10 @@ def _ema(name: str) -> str:
 @pytest.fixture(scope="module")
 def ps_strategy(tmp_path_factory):
     train_dir = tmp_path_factory.mktemp("tf2ps") / "run"
-    proc, seconds = _cluster(
-        train_dir, "--api", "tf2", "--strategy", "parameter-server",
+    proc, seconds = _cluster(  # --train-dir as a user types it: relative (review-32-user-u34)
+        "run", "--api", "tf2", "--strategy", "parameter-server",
         "--local-cluster", "ps=2,workers=2", "--max-steps", "12", "--save-every", "6",
+        cwd=str(train_dir.parent),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     return train_dir, proc, seconds
@@ -275,6 +278,8 @@ def ps_strategy(tmp_path_factory):
 def test_parameter_server_strategy_runs_from_one_command(ps_strategy):
     train_dir, proc, seconds = ps_strategy
     assert re.search(r"ckpt-12\s+global_step=12\b", proc.stdout), proc.stdout
+    # named as it was given, as every other mode names it (u34: it printed the absolute path)
+    assert proc.stdout.startswith(os.path.join("run", "ckpt-12")), proc.stdout
     assert seconds < 120
     # the worker and ps servers serve until stopped: the launcher stopped every one
     assert _running_with(str(train_dir)) == []

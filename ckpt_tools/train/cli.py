@@ -19,7 +19,7 @@ import contextlib
 import os
 import warnings
 from collections.abc import Iterator
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from enum import Enum
 from typing import Annotated
 
@@ -267,6 +267,8 @@ def train_command(
             result = distributed.run(cfg, dist)  # exits with the chief's code, or None
             if result is None:
                 return
+            if result.checkpoint:  # the path as its launcher was given it (u34)
+                result = replace(result, checkpoint=distributed.as_given(result.checkpoint))
         else:
             quiet_tensorflow(verbose)
             created = not os.path.lexists(train_dir)

@@ -38,6 +38,11 @@ from .common import (
 
 DEFAULT_TIMEOUT_S = 3600.0
 
+#: What a local cluster's launcher gives its chief: ``--train-dir`` as the user spelled it.
+#: Every task gets its absolute path; the chief's result line names the checkpoint under the
+#: spelling given, as every other mode does (review-32-user-u34).
+GIVEN_ENV = "CKPT_TRAIN_DIR_GIVEN"
+
 PsHostsOpt = Annotated[
     str | None, typer.Option(metavar="HOST:PORT,...",
         help="v1 cluster: comma-separated host:port of the ps tasks.")
@@ -229,7 +234,7 @@ def _v1_tasks(cfg: TrainConfig, dist: DistOptions, num_ps: int, num_workers: int
             ]  # fmt: skip
             if not dist.sync_replicas:
                 argv.append("--no-sync-replicas")
-            tasks.append(Task(f"{job}{i}", argv, chief=chief))
+            tasks.append(Task(f"{job}{i}", argv, env=_given(cfg, chief), chief=chief))
     return tasks
 
 
@@ -250,9 +255,31 @@ def _tf2_tasks(cfg: TrainConfig, dist: DistOptions, num_ps: int, num_workers: in
                 Task(
                     name,
                     task_argv(cfg, dist, chief),
-                    env={"TF_CONFIG": tf_config},
+                    env={"TF_CONFIG": tf_config, **_given(cfg, chief)},
                     chief=chief,
                     wait=chief,  # tf2 servers serve until torn down
                 )
             )
     return tasks
+
+
+def _given(cfg: TrainConfig, chief: bool) -> dict[str, str]:
+    """The chief's :data:`GIVEN_ENV` (``{}`` for the other tasks)."""
+    return {GIVEN_ENV: cfg.train_dir} if chief else {}
+
+
+def as_given(checkpoint: str) -> str:
+    """``checkpoint`` (a cluster task's, under the absolute ``--train-dir`` it was given)
+    under the spelling of ``--train-dir`` its launcher was given (:data:`GIVEN_ENV`), or as
+    it is (no launcher, or another directory).
+
+    Returns:
+        `str`.
+    """
+    given = os.environ.get(GIVEN_ENV)
+    if not given:
+        return checkpoint
+    root = os.path.abspath(given)
+    if not checkpoint.startswith(root + os.sep):
+        return checkpoint
+    return os.path.join(given, checkpoint[len(root) + 1:])
