@@ -18,9 +18,9 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from .average_carried import record_name, remote_carried
 from .average_inputs import distinct_checkpoints
 from .average_order import check_save_order, identity, order_inputs
+from .average_remote import average_to_url, note_remote_inputs
 from .average_result import AverageResult
 from .average_write import bytes_to_count, check_compatible, write_average
 from .checkpoint import Checkpoint, open_checkpoint
@@ -28,9 +28,8 @@ from .errors import CheckpointNotFoundError, OptionError, UnsupportedFormatError
 from .formats._io import canonical_location, is_url, one_remote_session
 from .formats._write import Inputs
 from .formats.staged_dir import StagedDir
-from .formats.write_locks import local_stage
 from .locate import STATE_FILE, locate, read_state_order
-from .output_graphs import refuse_held_graph, refuse_held_graph_url
+from .output_graphs import refuse_held_graph
 from .scoped_order import parse_order
 from .wording import counted
 
@@ -277,15 +276,15 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
             from .formats import remote
 
             with remote.reserved(out_dir, overwrite=overwrite):
-                _note_remote_inputs(opened, extra)
+                note_remote_inputs(opened, extra)
                 remote.check_new(out_dir, [STATE_FILE], overwrite=True)
                 check_save_order(opened, state_file)
                 ordered, why = order_inputs(opened, chosen)
                 if progress_total:
                     progress_total(bytes_to_count(ordered, upload=True))
-                return replace(_average_to_url(ordered, why, out_dir, ema, bake, name,
-                                               overwrite, progress, pairing, extra,
-                                               drop_unproven_averages),
+                return replace(average_to_url(ordered, why, out_dir, ema, bake, name,
+                                              overwrite, progress, pairing, extra,
+                                              drop_unproven_averages),
                                merged=merged)
         known = [c for c in opened if identity(c.location.prefix) == chosen]
         if name is None and known and not known[0].location.saved_model:
@@ -342,76 +341,6 @@ def _average_run(run_dir: str, last: int, out_dir, **options) -> AverageResult:
     result = _average_paths(inputs, out_dir, state, newest=chosen or inputs[-1],
                             **{**defaults, **options})
     return result if chosen else replace(result, newest_by="the state file")
-
-
-def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name, overwrite,
-                    progress, pairing=None, extra=(), drop=False) -> AverageResult:
-    """Averages into a local temporary directory, then uploads data shards, graphs and
-    record first, the ``.index`` and ``checkpoint`` state file last (a reader of ``url``
-    never sees an index without its data and graphs); the temporary copy is removed."""
-    from .formats import remote
-
-    if ckpts[-1].location.saved_model:
-        raise UnsupportedFormatError(
-            f"{url}: a SavedModel output is written to a local directory only; average into "
-            "one, then copy it")
-    url = url.rstrip("/")
-    base = name or ckpts[-1].name
-    _note_remote_inputs(ckpts, extra)
-    remote.check_new(url, [base + ".index", STATE_FILE], overwrite=overwrite)
-    try:  # (listed by check_new: no request) the carried graphs' copies take free names
-        listing = remote.session().listing(url)
-    except CheckpointNotFoundError:
-        listing = {}
-    taken = frozenset(listing)
-    refuse_held_graph_url(url, base, listing)  # another's graph as its .meta (r102 F3)
-    # --force: the copies an earlier average of this output carried there, as locally
-    # (review-27-attack-r95 F6): new copies may take their names, the rest are deleted last
-    stale = remote_carried(url, base, listing) if overwrite else {}
-    with local_stage("average") as tmp:
-        local = os.path.join(tmp, "out")
-        result = write_average(ckpts, why, local, ema, bake, name, False, progress, pairing,
-                               taken=taken - {n for n in stale if n != record_name(base)},
-                               drop=drop)
-        _refuse_stale_own_meta(url, os.path.basename(result.prefix), local, taken)
-        files = sorted(os.listdir(local))
-        remote.upload([os.path.join(local, f) for f in files], url,
-                      overwrite=overwrite, progress=progress, remove=stale)
-    return replace(
-        result, prefix=remote.url_join(url, os.path.basename(result.prefix)),
-        doubt_removed=[remote.url_join(url, n) for n in sorted(stale)
-                       if n != record_name(base) and n not in files])
-
-
-def _refuse_stale_own_meta(url: str, base: str, local: str, taken: frozenset) -> None:
-    """Refuses an ``s3://`` --out holding ``<base>.meta`` where the output has no ``.meta`` of
-    its own (its inputs had none): the upload would leave that file, which the output would
-    then read as its own graph, an earlier output's, vouching for its keys' names where the
-    inputs' graphs doubt them (review-26-attack-r90 F1).
-
-    Raises:
-        OutputError: (exit 7) naming the object.
-    """
-    from .errors import OutputError
-    from .formats import remote
-
-    if base + ".meta" in taken and not os.path.exists(os.path.join(local, base + ".meta")):
-        raise OutputError(
-            f"{remote.url_join(url, base + '.meta')}: exists, and the output has no .meta of "
-            "its own (its inputs have none), so it would read that graph (an earlier "
-            "output's) as its own: remove it or choose another --out")
-
-
-def _note_remote_inputs(ckpts: list[Checkpoint], extra) -> None:
-    """Records every input's objects in the remote session: opening a URL starts a fresh
-    session that records only that checkpoint's, and --out onto any of their runs must be
-    refused (exit 7)."""
-    from .formats import remote
-
-    store = remote.session()
-    for f in [f for ckpt in ckpts for f in ckpt.input_files()] + list(extra):
-        if is_url(f):
-            store.note_input(f)
 
 
 def _check_local_out(out_dir: str, ckpts: list[Checkpoint], extra, name: str | None,
