@@ -25,6 +25,7 @@ from .average_keyed import keyed_alike
 from .average_renumbered import proven_owners
 from .checkpoint import Checkpoint
 from .errors import UnprovenPairingError
+from .roles import DEFAULT_EMA_NAME
 from .wording import counted
 
 __all__ = ["shared_name_keys", "refuse_unproven_shared", "droppable", "DROP_OFFER"]
@@ -40,10 +41,31 @@ def _shown(key: str) -> str:
 _COUNTER = re.compile(r"_\d+$")
 
 
+def _counted(key: str, tail: str) -> bool:
+    """Whether ``key``'s recorded name, whose last part is ``tail``, may carry an ``_N`` that
+    follows an order apply() got rather than a name of the user's (review-33-attack-r127 M1).
+
+    Checked with TensorFlow and Keras 3: ``tf.Variable(name="w_1")``, ``w_2`` under a module's
+    scope record ``net/w_1``, ``net/w_2``, and Keras 3 names ``add_weight()`` without a name
+    ``variable``, ``variable_1``...; those keys are the module's named attributes
+    (``model/w_1``, ``.../_operations/1/a``), restored by TF into the same attribute in every
+    save whatever the names say, so their names' ``_N`` proves nothing either way and their
+    scope (``net``) is no name variables share. What held r121 F3 / r125 F1 is a list's place
+    (``ema/0``): the code fills it in the order it iterated, the order apply() numbered the
+    names in, and with a custom EMA name (``Variable/fast``, ``..._1``) nothing but the place
+    says the entries are averages. So a name counts where its key sits at a list's place (or a
+    dict's key ``"0"``, which the file cannot tell from one), and where its last part is TF's
+    own average name (``ExponentialMovingAverage[_N]``) wherever it is held. Not caught:
+    custom-named averages saved alone under names a loop took from apply()'s order
+    (``ema={f"a{i}": fast.average(v) ...}``), which read as the user's own names."""
+    return _shown(key).rpartition("/")[2].isdigit() or _COUNTER.sub("", tail) == DEFAULT_EMA_NAME
+
+
 def shared_name_keys(ckpt: Checkpoint, keys: list[str]) -> dict[str, tuple[str, int]]:
     """Of ``keys`` (floating-point keys), those whose ``full_name`` in ``ckpt``'s object graph
-    is a variable named after a name two or more of ``keys`` record there: key -> (that
-    shared name, how many keys record it); ``{}`` where ``ckpt`` has no object graph."""
+    is a variable named after a name two or more of ``keys`` record there, or the head of
+    names differing only by TF's ``_N`` (:func:`_counted` says which names count): key ->
+    (that shared name, how many keys record it); ``{}`` where ``ckpt`` has no object graph."""
     if ckpt.objects is None:
         return {}
     names = {k: ckpt.objects.full_names.get(k) for k in keys}
@@ -53,9 +75,9 @@ def shared_name_keys(ckpt: Checkpoint, keys: list[str]) -> dict[str, tuple[str, 
     # two variables of one name, or two objects over one, whose numbers follow each
     # process's apply() order, saved or not beside them (review-32-attack-r125 F1)
     numbered: dict[tuple[str, str], set[str]] = {}
-    for n in count:
-        head, _, tail = n.rpartition("/")
-        if head:
+    for k, n in names.items():
+        head, _, tail = (n or "").rpartition("/")
+        if head and _counted(k, tail):
             numbered.setdefault((head, _COUNTER.sub("", tail)), set()).add(n)
     for (head, _), group in numbered.items():
         if len(group) > 1:

@@ -30,6 +30,25 @@ def steps(vs, ema, n=2):
     for _ in range(n):
         for v in vs: v.assign_add(tf.random.normal(v.shape))
         ema.apply(vs)
+# review-33-attack-r127 M1: names ending in _N that are the user's or Keras' own, no apply()
+# order in them: "named", tf.Module "net"'s w_1, w_2 (TF records net/w_1, net/w_2) with their
+# averages in a list; "unnamed_k3", Keras 3 add_weight() without a name (variable, variable_1)
+nm = tf.Module(name="net")
+with nm.name_scope:
+    nm.w_1 = tf.Variable(tf.zeros([3]), name="w_1"); nm.w_2 = tf.Variable(tf.zeros([2]), name="w_2")
+ne = tf.train.ExponentialMovingAverage(0.5); ne.apply([nm.w_1, nm.w_2])
+steps([nm.w_1, nm.w_2], ne)
+tf.train.Checkpoint(model=nm, ema=[ne.average(nm.w_1), ne.average(nm.w_2)]).write(
+    f"{out}/named/ck")
+class Lin(keras.layers.Layer):
+    def build(self, shape):
+        self.a = self.add_weight(shape=(shape[-1], 2)); self.c = self.add_weight(shape=(2,))
+    def call(self, x): return x @ self.a + self.c
+lm = keras.Sequential([keras.Input((3,)), Lin(), Lin()], name="lins")
+for v in lm.weights: v.assign(tf.random.normal(v.shape) + k)
+tf.train.Checkpoint(model=lm).write(f"{out}/unnamed_k3/ck")
+truth.update({"named:names": np.array([nm.w_1.name, nm.w_2.name]),
+              "unnamed_k3:names": np.array([v.path for v in lm.weights])})
 if k == 2:  # an evaluation copy with its own EMA, made before the training objects
     ev = module(); l0 = tf.Variable(tf.zeros([3]), name="w")
     tf.train.ExponentialMovingAverage(0.5).apply([ev.w, ev.b, l0])
@@ -86,6 +105,11 @@ tf.train.Checkpoint(ema=[ue.average(v) for v in uo]).write(f"{out}/unnamed_avgon
 # yet a list's place proves nothing (it follows the order the code iterated in)
 tf.train.Checkpoint(model=[u.w, u.b], ema=[ue.average(v) for v in uo]).write(
     f"{out}/unnamed_listed/ck")
+# ... and r125 F1 under a custom EMA name: Variable/fast, Variable/fast_1 in apply() order
+fe = tf.train.ExponentialMovingAverage(0.5, name="fast"); fe.apply(uo)
+tf.train.Checkpoint(ema=[fe.average(v) for v in uo]).write(f"{out}/fast_avgonly/ck")
+truth.update({"fast:names": np.array([fe.average(v).name for v in uo]),
+              "fast:w": fe.average(u.w).numpy(), "fast:ema0": fe.average(uo[0]).numpy()})
 truth.update({"unnamed:w": ue.average(u.w).numpy(), "unnamed:b": ue.average(u.b).numpy(),
               "unnamed:ema0": ue.average(uo[0]).numpy(), "unnamed:rw": u.w.numpy(),
               "unnamed:rb": u.b.numpy()})
@@ -217,6 +241,49 @@ def test_averages_numbered_apart_by_the_counter_alone_are_refused(runs, tmp_path
     the shared name was not seen and ema/0 averaged w's average with b's, exit 0. Names that
     differ only by TF's _N follow each process's apply() order: refused."""
     code, err = _average(runs, case, tmp_path / "out", *extra)
+    assert code == 6 and "named after 'Variable'" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("case", "extra"), [("named", []), ("named", ["--ema", "--bake"]),
+                                           ("unnamed_k3", [])])
+def test_names_numbered_by_the_user_or_keras_are_averaged(runs, tmp_path, tf, case, extra):
+    """review-33-attack-r127 M1 (a regression of be09e87): TF records tf.Module "net"'s
+    ``w_1``, ``w_2`` as ``net/w_1``, ``net/w_2``, Keras 3 ``add_weight()`` without a name as
+    ``.../variable``, ``.../variable_1``: their _N was taken for apply()'s counter, "net" for a
+    name two variables share, and every plain average refused. They are named attributes
+    (``model/w_1``, ``.../_operations/1/a``): each key is the mean of its values in the two
+    saves as tf.train.load_checkpoint reads them, bit for bit."""
+    first, second, truth1, truth2 = runs
+    for truth in (truth1, truth2):  # the library numbered the names, as the finding says
+        names = [str(n).split(":")[0] for n in truth[f"{case}:names"]]
+        assert any(n.endswith("_1") for n in names), names
+    code, err = _average(runs, case, tmp_path / "out", *extra)
+    assert code == 0, err  # was 6: "'model/w_1' holds 'net/w_1' ..., named after 'net'"
+    ins = [tf.train.load_checkpoint(str(r / case / "ck")) for r in (first, second)]
+    read = tf.train.load_checkpoint(str(tmp_path / "out" / "ck"))
+    keys = [k for k in ins[1].get_variable_to_shape_map() if k.endswith(_KEY)]
+    assert len(keys) == 4, keys
+    # --bake: model/w_1 takes the mean of its average, ema/0 (the list's order here)
+    baked = {f"model/w_{i + 1}{_KEY}": f"ema/{i}{_KEY}" for i in range(2)} if extra else {}
+    for key in keys:
+        src = baked.get(key, key)
+        want = np.mean([r.get_tensor(src) for r in ins], axis=0, dtype=np.float64)
+        np.testing.assert_array_equal(read.get_tensor(key), want.astype(np.float32), key)
+
+
+@pytest.mark.parametrize("extra", [[], ["--ema"]])
+def test_averages_of_a_custom_ema_name_in_apply_order_are_refused(runs, tmp_path, extra):
+    """review-32-attack-r125 F1 with ExponentialMovingAverage(name="fast"): the averages alone
+    in a list record Variable/fast and Variable/fast_1 in both saves, w's first in ck-1 and
+    b's first in ck-2 (the resume applied [b, w]); nothing but the list's place tells them
+    averages (no weight named Variable beside them): still refused."""
+    _, _, truth1, truth2 = runs
+    for truth in (truth1, truth2):
+        assert list(truth["fast:names"]) == ["Variable/fast:0", "Variable/fast_1:0"]
+    np.testing.assert_array_equal(truth1["fast:ema0"], truth1["fast:w"])
+    assert not np.array_equal(truth2["fast:ema0"], truth2["fast:w"])
+    code, err = _average(runs, "fast_avgonly", tmp_path / "out", *extra)
     assert code == 6 and "named after 'Variable'" in err, err
     assert not (tmp_path / "out").exists()
 
