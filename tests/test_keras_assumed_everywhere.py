@@ -323,3 +323,27 @@ def test_raw_warning_names_the_swapped_case(looped, tmp_path):
     assert "otherwise pass --not-swapped instead of --raw" in err and "drop --raw" not in err
     code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "v.npz")])
     assert code == 6 and "--not-swapped" in err, err  # what dropping --raw alone gives
+
+
+@pytest.mark.parametrize("stated", [["--fit-order"], []])
+def test_a_restore_ema_output_is_not_said_to_rest_on_its_copies_order(fitted, tmp_path, stated):
+    """review-32-user-u34: ``list`` of restore-ema's output said "their pairing assumes
+    fit_order, which the file cannot prove" of the EMA copies it keeps, though its weights
+    are the averages, paired when it was written (under the stated order here). It now says
+    the copies' pairing is not needed; where restore-ema assumed the order, its mark's note
+    says so. The weights are the truth's averages."""
+    path, truth = fitted
+    out = tmp_path / "r" / "m.keras"
+    code, _, err = run_cli(["restore-ema", str(path), *stated, "--out", str(out)])
+    assert code == 0, err
+    code, text, err = run_cli(["list", str(out)])
+    said = " ".join((text + err).split())
+    assert code == 0, err
+    assert "their pairing assumes" not in said and "could trade EMA copies" not in said, said
+    assert "its weights are the averages, so the pairing of its EMA copies, which assumes " \
+           "fit_order, is not needed" in said, said
+    assert ("ckpt restore-ema paired the averages" in said) is not bool(stated), said
+    code, _, err = run_cli(["export", str(out), "--out", str(tmp_path / "w.npz")])
+    assert code == 0, err
+    with np.load(tmp_path / "w.npz") as z:
+        assert all(z[k].tobytes() == truth[k].tobytes() for k in truth)

@@ -141,6 +141,9 @@ def list_command(
     said = apply_order is not None or trainable or use_ema or not_swapped or fit_order \
         or averages_only or optimizer or saver_def_wrote
     noted = bool(listing.assumed) and not json_out  # --json: "assumed" (as the fast path)
+    # restore-ema's output: its weights are the averages; its copies' assumed pairing
+    # decides nothing, and the summary says so (review-32-user-u34)
+    noted = noted and not (listing.ema_evidence or {}).get("weights_are_averages")
     # ckpt train's run record states --not-swapped/--fit-order for its files: its notes are
     # printed as map, export print them (review-22-user-u24 F8)
     recorded = not json_out and (listing.ema_evidence is not None and has_record(

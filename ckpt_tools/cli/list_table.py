@@ -256,6 +256,10 @@ def _summary(out: Output, listing: Listing) -> None:
     elif listing.with_shadow:
         swap = "not_swapped" in listing.assumed  # refused by the commands that use them
         others = [a for a in listing.assumed if a != "not_swapped"]
+        # restore-ema's output: its weights are the averages, paired when it was written
+        # (a statement, or an assumption its mark records and the note repeats): the copies'
+        # pairing decides nothing (review-32-user-u34)
+        marked = (listing.ema_evidence or {}).get("weights_are_averages")
         out.summary(f"EMA: {listing.with_shadow} of {listing.expected} {what} "
                     f"{agreeing(listing.with_shadow, 'has', 'have')} a shadow ("
                     + ("unproven: whether the file was saved swapped decides; --not-swapped "
@@ -263,8 +267,13 @@ def _summary(out: Output, listing: Listing) -> None:
                        "the weights equal them bit for bit: use the file as it is"
                        if listing.copies_equal else
                        "use 'ckpt restore-ema' to evaluate with them")
-                    + ")" + (f"; their pairing assumes {', '.join(others)}, which the "
+                    + ")" + (f"; {MARKED}, so the pairing of its EMA copies, which assumes "
+                             f"{', '.join(others)}, is not needed" if others and marked else
+                             f"; their pairing assumes {', '.join(others)}, which the "
                              "file cannot prove (see the notes)" if others else ""))
+        for note in (listing.ema_evidence or {}).get("notes") or [] if marked else []:
+            if note.startswith("ckpt restore-ema paired"):  # what it assumed (r40 F1)
+                out.note(note)
     elif listing.expected and not listing.unpaired:
         kept = next((n for n in evidence.get("notes") or []
                      if n.startswith("the model keeps")), None)
