@@ -28,6 +28,7 @@ from .formats.objgraph import readable_name
 from .keras_detached import DETACHED
 from .object_held import EMA_OF_EMA, HELD_OWN, HELD_TWIN
 from .renamed_stated import OTHER_OBJECTS
+from .resaved_named import RESAVED
 from .scoped_twins import SCOPED_TWIN
 from .slashed_stated import SLASHED
 from .unsaved_layers import empty_children, unsaved_layers_advice
@@ -220,6 +221,8 @@ def _missing_message(m: EmaMap) -> str:
                  "the model before saving (Saver(ema.variables_to_restore()).restore(...), as "
                  "inception_saved_model.py does), so these weights may already be the "
                  "averages; the file cannot show which")
+    elif none and (resaved := next((h for h in m.hints if h.startswith(RESAVED)), None)):
+        cause = resaved  # fc/w/fast written from fc/w: not "no EMA shadow at all" (s33a)
     elif none:
         cause = ("no EMA shadow is stored at all: the Saver probably saved only "
                  "tf.trainable_variables() (build it with tf.compat.v1.global_variables() or "
@@ -251,7 +254,7 @@ def _missing_message(m: EmaMap) -> str:
     said = [h for h in m.hints  # said in cause
             if h not in (LEGACY_SLOTS, SERVING_EXPORT, KERAS_EXPORT, LISTED_TRAINABLE,
                          UNSAVED_INNER, MODULE_WEIGHTS, KERAS3_WEIGHTS,
-                         KERAS3_LAYER_WEIGHTS)
+                         KERAS3_LAYER_WEIGHTS) and not (none and h.startswith(RESAVED))
             and not h.startswith((RAW_REFUSED, UNLISTED_AVERAGES))]
     hint = ("; " + "; ".join(said)) if said else ""
     if none and SERVING_EXPORT in m.hints:
@@ -259,7 +262,7 @@ def _missing_message(m: EmaMap) -> str:
                  "(ckpt export --raw writes them to one file)")
     elif none and (refused := next((h for h in m.hints if h.startswith(RAW_REFUSED)), None)):
         hint += "; " + refused  # no .meta, keys named as averages: --raw refused (r72 F5)
-    elif none:
+    elif none and not any(h.startswith(RESAVED) for h in m.hints):  # they may be averages
         hint += ("; the raw weights are usable as they are (ckpt export --raw writes them to "
                  "one file)")
     own = next((h for h in m.hints if HELD_OWN in h), None)

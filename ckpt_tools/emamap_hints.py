@@ -40,6 +40,7 @@ from .loss_named import loss_named_missing_hint
 from .object_held import held_hint
 from .offer_probe import works
 from .renamed_stated import other_objects_hint
+from .resaved_named import resaved_hint
 from .saved_aliases import export_archive
 from .scoped_twins import scoped_twin_hint
 from .slashed_stated import slashed_hint, stacked_hint
@@ -83,6 +84,9 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
     twins = scoped_twin_hint(ckpt, variables, missing, ema_name) if missing else None
     if twins:  # model/model/w/fast without the .meta: not 'no shadow stored at all' (r82 F2)
         hints.insert(0, twins)
+    resaved = resaved_hint(ckpt, missing) if source == "meta" else None
+    if resaved:  # fc/w/fast written from fc/w by the .meta's save op (s33a)
+        hints.append(resaved)
     held = held_hint(ckpt, variables, missing)
     if held:  # w0/fast tracked by the model: read as its weight, unless stated (r33 F1)
         hints.append(held)

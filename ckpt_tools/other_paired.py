@@ -1,4 +1,5 @@
-"""TF1 keys of role ``other`` that a ``.meta``'s collections pair as averages all the same.
+"""TF1 keys of role ``other`` (or ``tensor_average``) that a ``.meta``'s collections pair as
+averages all the same.
 
 The ``.meta``'s update ops make a key named as an average ``other`` where an op of the graph
 writes its variable otherwise than ``ema.apply()`` would (a batch norm statistic's update, a
@@ -24,11 +25,15 @@ from .variable import Variable
 def other_paired(ckpt: Checkpoint, variables: Mapping[str, Variable],
                  pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
     """Returns average key -> variable key for each of ``pairs`` (``(average key, variable
-    key)``) whose average is a stored TF1 key of role ``other`` (``variables``: the
-    checkpoint's by key) and whose variable the checkpoint does not store; ``{}`` for TF2
-    and Keras files."""
+    key)``) whose average is a stored TF1 key of role ``other`` or ``tensor_average``
+    (``variables``: the checkpoint's by key) and whose variable the checkpoint does not
+    store; ``{}`` for TF2 and Keras files. An evaluation re-save of an EMA named with a scope
+    (``name="tower/ExponentialMovingAverage"``) holds ``fc/w/tower/ExponentialMovingAverage``,
+    which its name alone reads as the average of a tensor ``fc/w/tower``; under ``--ema-name
+    tower/ExponentialMovingAverage`` the graph's collections pair it with ``fc/w``, and where
+    that Saver restored the raw weights it was exported as ``fc/w``'s average, exit 0 (s33a)."""
     if ckpt.objects is not None:
         return {}
     stored = ckpt.entries()
     return {s: t for s, t in pairs if s != t and t not in stored and s in variables
-            and variables[s].role == R.OTHER}
+            and variables[s].role in (R.OTHER, R.TENSOR_AVERAGE)}

@@ -34,6 +34,7 @@ from .raw_named import (
 )
 from .raw_named_said import if_trained
 from .resave_objects import crossed_refusal
+from .resaved_named import stated_resaved
 from .save_op import graph_file, graph_named, why_unwritten, written_sources
 from .unstored_heads import suspect_weights
 from .wording import agreeing, counted
@@ -330,6 +331,7 @@ def stated_lone_averages(ckpt: Checkpoint) -> dict[str, str]:
     other = {v.name for v in ckpt.variables_unwarned() if v.role == R.OTHER}
     found.update({s: t for s, t in raw_named_keys(ckpt).items()
                   if s in other and t not in stored and _statable(ckpt, sources, s, t)})
+    found.update(stated_resaved(ckpt))  # fc/w/tower/ExponentialMovingAverage from fc/w
     # Savers of two EMA objects (or restores of another's keys) in the graph: no statement
     # pairs them (r115 F1, review-33-attack-r126 F2)
     evaluated = [(s, t) for s, t in found.items() if saved_from((sources or {}).get(s), t)]

@@ -58,6 +58,8 @@ with tf.Graph().as_default():  # training: three EMA objects, their shadows all 
                 for e in emas:
                     for v in (w, b):
                         truth[f"{i}:{e.name}:{v.op.name}"] = s.run(e.average(v).read_value())
+                for v in (w, b):
+                    truth[f"{i}:raw:{v.op.name}"] = s.run(v.read_value())
 # each evaluation graph: no ema.apply(); (the Saver restoring, the Saver saving)
 EVAL = {"fast": ("fast", "fast"), "crossed": ("fast", "ExponentialMovingAverage"),
         "tower": ("tower/ExponentialMovingAverage",) * 2}
@@ -72,6 +74,16 @@ for kind, (restore, save) in EVAL.items():
             with tf1.Session() as s:
                 savers[restore].restore(s, f"{out}/train/model.ckpt-{i}")
                 savers[save].save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
+with tf.Graph().as_default():  # the RAW weights restored (a plain Saver), saved under tower's
+    gs = tf1.train.get_or_create_global_step()  # average names by its vtr Saver
+    w, b, _ = model()
+    plain = tf1.train.Saver({"fc/w": w, "fc/b": b, "global_step": gs})
+    saver = tf1.train.Saver(tf1.train.ExponentialMovingAverage(
+        0.5, name=NAMES[2]).variables_to_restore())
+    os.makedirs(f"{out}/tower_raw", exist_ok=True)
+    with tf1.Session() as s:
+        plain.restore(s, f"{out}/train/model.ckpt-4")
+        saver.save(s, f"{out}/tower_raw/model.ckpt", global_step=gs)
 for kind, name in (("part", "ExponentialMovingAverage"), ("part_fast", "fast")):
     for i in (3, 4):  # a partitioned layer: each part saved under its own key, p/part_0/<name>
         with tf.Graph().as_default():
@@ -342,3 +354,34 @@ def test_averages_restored_another_way_refused(made, kind, options, command, tmp
     assert code == 6, err
     assert "fc/w/fast" in err and "--averages-only cannot decide it" in " ".join(err.split())
     assert not dst.exists()
+
+
+def test_tower_resave_in_place_says_what_its_save_op_wrote(made, tmp_path):
+    """s32a "Left": the ``tower/ExponentialMovingAverage`` evaluation re-save read in place
+    was refused with "no EMA shadow is stored at all: the Saver probably saved only
+    tf.trainable_variables()", false: its save op wrote ``fc/w/tower/ExponentialMovingAverage``
+    from ``fc/w``. And ``--ema-name tower/ExponentialMovingAverage`` read those keys as the
+    averages with no ``--averages-only``, exit 0, where the graph restored the RAW weights
+    before saving (``tower_raw``): raw weights as the averages (``fast``'s re-save asks the
+    statement). Now it asks it too; the offer, run, gives tower's averages bit for bit."""
+    out, truth = made
+    name = "tower/ExponentialMovingAverage"
+    code, line = _export(out / "tower" / "model.ckpt-4", dst=tmp_path / "e.npz")
+    assert code == 6, line
+    assert "no EMA shadow is stored at all" not in line, line
+    assert "the .meta's saver wrote 2 keys <variable>/tower/ExponentialMovingAverage" in line
+    assert f"pass --ema-name {name} --averages-only" in line, line
+    code, _, err = run_cli(["export", str(out / "tower" / "model.ckpt-4"), "--ema-name", name,
+                            "--averages-only", "--out", str(tmp_path / "e.npz")])
+    assert code == 0, err
+    assert "because you stated --averages-only" in err, err
+    with np.load(tmp_path / "e.npz") as z:
+        assert sorted(z.files) == ["fc/b", "fc/w"]
+        for n in z.files:
+            assert z[n].tobytes() == truth[f"4:{name}:{n}"].tobytes(), n
+    for kind in ("tower_raw", "tower"):  # was exit 0: tower_raw's raw weights as averages
+        code, line = _export(out / kind / "model.ckpt-4", "--ema-name", name,
+                             dst=tmp_path / f"{kind}.npz")
+        assert code == 6 and "pass --averages-only" in line, (kind, line)
+        assert not (tmp_path / f"{kind}.npz").exists()
+    assert truth["4:raw:fc/w"].tobytes() != truth[f"4:{name}:fc/w"].tobytes()
