@@ -168,12 +168,22 @@ def resave_crossed(ckpt):
     if view is None:
         return None
     from .resave_objects import crossed_refusal
-    from .save_op import written_sources
+    from .save_op import CROSSED, crossed_keys, graph_named, why_unwritten, written_sources
 
     try:
         sources = written_sources(view) or {}
+        crossed = crossed_keys(view) if not sources and why_unwritten(view) == CROSSED \
+            else None
     except CheckpointError:  # its save op cannot be read: nothing shown
         return None
+    if crossed is not None:  # Savers of the graph disagree: the read refuses (r126 F4)
+        key, one, other = crossed
+        return UnprovenPairingError(
+            f"{ckpt.path}: --no-meta reads the keys by their names, but the "
+            f"{graph_named(view)} beside it, left unread, builds save ops that write {key} "
+            f"from {', '.join(one)} in one and from {', '.join(other)} in another, and "
+            "nothing records which wrote the checkpoint: the names do not say what the keys "
+            "hold; drop --no-meta to read them through that graph", option=None)
     evaluated = [(k, vs[0]) for k, vs in sources.items()
                  if len(vs) == 1 and vs[0] != k and k.startswith(vs[0] + "/")]
     return crossed_refusal(view, evaluated) if evaluated else None

@@ -32,12 +32,37 @@ def other_ema_named(ckpt, name: str) -> tuple[str, str] | None:
         `(key, variable)`, or ``None`` where no Saver so names a variable (or no graph is
         read)."""
     path = graph_file(ckpt)
-    for saver in saved_sources_all(path) if path else ():  # every Saver the graph builds
+    savers = saved_sources_all(path) if path else []
+    saved = _saved_under(savers, name)
+    for saver in savers:  # every Saver the graph builds
         for key, src in saver.items():
             var = sits_under(key, src)
             if var is not None and key[len(var) + 1:] != name:
                 return key, var
+            # a Saver naming a variable saved as <v>/<name> by another variable's key (a
+            # restoring Saver({"model/V/slow": W}) or ({"model/W/fast": net/W}), whose save
+            # op "writes" it from there): V's or fast's average restored into it
+            # (review-33-attack-r126 F3, F4)
+            whole = {PART.sub("", s) for s in src}
+            if var is None and len(whole) == 1 and _crossed_into(key, whole.pop(), name, saved):
+                return key, PART.sub("", src[0])
     return restored_ema_named(ckpt, name)
+
+
+def _saved_under(savers: list, name: str) -> set[str]:
+    """The variables (a partitioned one's parts read as it) some Saver of ``savers`` writes
+    under ``<v>/<name>``."""
+    return {PART.sub("", v) for saver in savers for k, src in saver.items()
+            if (v := sits_under(k, src)) is not None and k == f"{v}/{name}"}
+
+
+def _crossed_into(key: str, own: str, name: str, saved: set[str]) -> bool:
+    """Whether ``key``, read into the variable ``own`` saved as ``<own>/<name>`` (``saved``
+    holds those), is another variable's value or average: its name (less ``/<name>``) is
+    neither ``own``'s nor ``own``'s under another leading scope (:func:`_renamed`: ``model/W``
+    into ``net/W``), or it names another variable ``saved`` holds (``fc/w`` into ``fc2/w``)."""
+    stem = PART.sub("", key[:-len(name) - 1] if key.endswith("/" + name) else key)
+    return own in saved and (not _renamed(stem, own) or (stem != own and stem in saved))
 
 
 def restored_ema_named(ckpt, name: str) -> tuple[str, str] | None:
@@ -53,10 +78,7 @@ def restored_ema_named(ckpt, name: str) -> tuple[str, str] | None:
     Returns:
         `(key, variable)`, or ``None`` where no such restore is recorded (or no graph)."""
     path = graph_file(ckpt)
-    savers = saved_sources_all(path) if path else []
-    # the variables (a partitioned one's parts read as it) saved under <v>/<name>
-    saved = {PART.sub("", v) for saver in savers for k, src in saver.items()
-             if (v := sits_under(k, src)) is not None and k == f"{v}/{name}"}
+    saved = _saved_under(saved_sources_all(path) if path else [], name)
     for graph in read_graphs(path) if saved else ():
         for target, key in _restored_keys(graph.nodes):
             var = sits_under(key, [target])
@@ -69,10 +91,7 @@ def restored_ema_named(ckpt, name: str) -> tuple[str, str] | None:
             # the two names differ by their leading scope alone (review-32-attack-r124 F1);
             # the saved EMA name's key of another variable (V/slow into W) is V's average
             # (review-33-attack-r126 F1): fail-closed
-            stem = PART.sub("", key[:-len(name) - 1] if key.endswith("/" + name) else key)
-            # another saved variable's name read into own (fc/w/fast into fc2/w) is no rename
-            if var is None and own in saved and (
-                    not _renamed(stem, own) or (stem != own and stem in saved)):
+            if var is None and _crossed_into(key, own, name, saved):
                 return key, own
     return None
 

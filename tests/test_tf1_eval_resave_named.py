@@ -127,13 +127,27 @@ for kind, save in (("init", "ExponentialMovingAverage"), ("warm", "ExponentialMo
 # mapped onto the variables of another scope (a rename: read), onto another variable (fc/w's
 # average into fc2/w), remapped by a vocabulary warm start, or restored into a staging
 # variable then assigned
-for kind in ("fast_net", "fast_cross", "vocab", "hop"):
+for kind in ("fast_net", "fast_cross", "vocab", "hop", "sv_fast_net", "sv_net", "sv_cross",
+             "sv_swap"):
     for i in (3, 4):
         with tf.Graph().as_default():
             gs = tf1.train.get_or_create_global_step()
             ckpt = f"{out}/train/model.ckpt-{i}"
-            with tf1.variable_scope("net" if kind == "fast_net" else ""):
+            with tf1.variable_scope("net" if kind.endswith("net") else ""):
                 w, b, _ = model()
+            restoring = None  # a Saver of other names restoring the training keys
+            if kind == "sv_fast_net":
+                restoring = tf1.train.Saver({"fc/w/fast": w, "fc/b/fast": b})
+            elif kind == "sv_net":  # the default object's averages, saved as fast's
+                restoring = tf1.train.Saver({"fc/w/ExponentialMovingAverage": w,
+                                             "fc/b/ExponentialMovingAverage": b})
+            elif kind == "sv_cross":
+                w2 = tf1.get_variable("fc2/w", [3, 3])
+                restoring = tf1.train.Saver({"fc/w/fast": w2, "fc/b/fast": b})
+            elif kind == "sv_swap":  # a Saver writing the saved keys from crossed variables
+                w2 = tf1.get_variable("fc2/w", [3, 3])
+                tf1.train.Saver({"global_step": gs, "fc/w/fast": w2, "fc2/w/fast": w,
+                                 "fc/b/fast": b})
             if kind == "fast_net":
                 tf1.train.init_from_checkpoint(ckpt, {"fc/w/fast": w, "fc/b/fast": b})
             elif kind == "fast_cross":
@@ -152,7 +166,9 @@ for kind in ("fast_net", "fast_cross", "vocab", "hop"):
                                          collections=[tf1.GraphKeys.LOCAL_VARIABLES])
                 tf1.train.init_from_checkpoint(ckpt, {"fc/w/fast": stage})
                 hop = w.assign(stage)
-            name = "fast" if kind.startswith("fast") else "ExponentialMovingAverage"
+            name = "fast" if kind in ("fast_net", "fast_cross", "sv_fast_net", "sv_net",
+                                      "sv_cross", "sv_swap") \
+                else "ExponentialMovingAverage"
             saver = tf1.train.Saver(tf1.train.ExponentialMovingAverage(
                 0.5, name=name).variables_to_restore())
             os.makedirs(f"{out}/{kind}", exist_ok=True)
@@ -161,6 +177,8 @@ for kind in ("fast_net", "fast_cross", "vocab", "hop"):
                 s.run(tf1.local_variables_initializer())
                 if kind == "hop":
                     s.run(hop)
+                if restoring is not None:
+                    restoring.restore(s, ckpt)
                 s.run(tf1.assign(gs, i))
                 saver.save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
 np.savez(f"{out}/truth.npz", **truth)
@@ -322,12 +340,13 @@ def test_no_meta_does_not_read_past_two_objects_restored_by_its_own_graph(made, 
     assert not (tmp_path / "e.npz").exists()
 
 
-def test_fast_averages_restored_onto_another_scope_read_as_they_are(made, tmp_path):
+@pytest.mark.parametrize("kind", ["fast_net", "sv_fast_net"])
+def test_fast_averages_restored_onto_another_scope_read_as_they_are(made, kind, tmp_path):
     """``init_from_checkpoint`` of ``fast``'s own keys onto the same variables under another
     scope (``fc/w/fast`` into ``net/fc/w``), saved by ``Saver(fast.variables_to_restore())``:
     a rename, read under ``--averages-only`` as the training session's ``fast.average(v)``."""
     out, truth = made
-    code, line = _export(out / "fast_net" / "model.ckpt-4", "--ema-name", "fast",
+    code, line = _export(out / kind / "model.ckpt-4", "--ema-name", "fast",
                          "--averages-only", dst=tmp_path / "f.npz")
     assert code == 0, line
     with np.load(tmp_path / "f.npz") as z:
@@ -338,13 +357,18 @@ def test_fast_averages_restored_onto_another_scope_read_as_they_are(made, tmp_pa
 
 @pytest.mark.parametrize("kind, options", [
     ("fast_cross", ["--ema-name", "fast"]), ("vocab", []), ("hop", []),
-    ("vocab", ["--no-meta"]), ("hop", ["--no-meta"])])
+    ("vocab", ["--no-meta"]), ("hop", ["--no-meta"]), ("sv_net", ["--ema-name", "fast"]),
+    ("sv_net", ["--ema-name", "fast", "--no-meta"]),
+    ("sv_cross", ["--ema-name", "fast"]),
+    ("sv_cross", ["--ema-name", "fast", "--no-meta"]),
+    ("sv_swap", ["--ema-name", "fast", "--no-meta"])])
 @pytest.mark.parametrize("command", [["export", "--out", "e.npz"],
                                      ["restore-ema", "--out", "ema"]])
 def test_averages_restored_another_way_refused(made, kind, options, command, tmp_path):
-    """review-33-attack-r126 F1/F2: ``fast``'s average of ``fc/w`` restored into ``fc2/w``
+    """review-33-attack-r126 F1-F4: ``fast``'s average of ``fc/w`` restored into ``fc2/w``
     (the saved EMA name's key of ANOTHER variable), warm_start's vocabulary remap
-    (LoadAndRemapMatrix) of ``fc/w/fast`` into ``fc/w`` and a staging variable's hop were read
+    (LoadAndRemapMatrix) of ``fc/w/fast`` into ``fc/w``, a staging variable's hop and the same
+    restores by a restoring Saver of other names (``Saver({"fc/w/fast": net/fc/w})``) were read
     under ``--averages-only`` as the saving object's averages of those variables (exit 0,
     another variable's or another object's values): refused, exit 6, nothing written."""
     out, _ = made
@@ -352,7 +376,9 @@ def test_averages_restored_another_way_refused(made, kind, options, command, tmp
     code, _, err = run_cli([command[0], "--averages-only", *options,
                             str(out / kind / "model.ckpt-4"), command[1], str(dst)])
     assert code == 6, err
-    assert "fc/w/fast" in err and "--averages-only cannot decide it" in " ".join(err.split())
+    line = " ".join(err.split())
+    assert "--averages-only cannot decide it" in line or "drop --no-meta" in line, line
+    assert any(k in line for k in ("/fast", "fc2/w", "/ExponentialMovingAverage")), line
     assert not dst.exists()
 
 
