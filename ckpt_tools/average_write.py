@@ -31,7 +31,7 @@ from .formats.bundle_writer import BundleWriter, write_state_file
 from .formats.savedmodel import VARIABLES_PREFIX
 from .formats.staged_dir import StagedDir
 from .no_meta_mark import recorded, silenced, written_warning
-from .no_meta_own import refuse_baked_over, refuse_own_graph_swap
+from .no_meta_own import refuse_own_graph_swap, refuse_strict_mark
 from .output_graphs import refuse_held_graph
 from .own_graph_mark import rewrites_misleading
 from .saved_swaps import shadow_keys
@@ -199,7 +199,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
                                          plain=not ema, drop=drop)
     if not (pairing or {}).get("use_meta", True):  # --no-meta: nor an input whose own graph
         for c in reversed(ckpts):  # shows its names mislead (r110 F6): the newest first
-            refuse_baked_over(c)  # nor a bake's over another object's keys (r117 F10)
+            refuse_strict_mark(c)  # nor a bake's over another object's keys (r117 F10)
             refuse_own_graph_swap(c.with_meta(False))
     source_of, to_average, assumed = plan_average(newest, ema, bake, pairing)
     use_meta = (pairing or {}).get("use_meta", True)

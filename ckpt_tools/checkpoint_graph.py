@@ -83,7 +83,7 @@ def read_graph(location: Location, reader: Reader, tools_mark: dict | None, *, m
     unknown: UnprovenPairingError | None = None
     # a bake's mark whose copied graph no longer says what its keys hold: no statement
     # about its inputs' Saver (--not-swapped) reads its names alone (review-32-attack-r117
-    # F8; --no-meta: no_meta_own.refuse_baked_over)
+    # F8; --no-meta: no_meta_own.refuse_strict_mark)
     strict = strict_doubt(tools_mark)  # or averages crossed (review-32-attack-r119)
     if graph is not None and names_doubted(tools_mark) and (not not_swapped or strict):
         from .own_graph_mark import refuse_foreign_graph

@@ -186,10 +186,10 @@ def ema_map(
     # graph shows the names mislead (r110 F6), or
     if not use_meta or getattr(ckpt, "graph_declined", False):
         from .no_meta_mark import refuse_unrecorded  # its mark (r117), where no output
-        from .no_meta_own import refuse_baked_over, refuse_own_graph_swap  # records it (s32l)
+        from .no_meta_own import refuse_own_graph_swap, refuse_strict_mark  # records it (s32l)
 
         try:
-            refuse_baked_over(ckpt)
+            refuse_strict_mark(ckpt)
             if getattr(ckpt, "graph_declined", False):
                 refuse_own_graph_swap(ckpt)
             refuse_unrecorded(ckpt)

@@ -59,7 +59,7 @@ def refuse_unrecorded(ckpt) -> None:
     mark records ``names_doubted`` (a swapping Saver's graph doubted its inputs' names),
     where no statement decides (``--not-swapped``) and the caller records none in an output
     (outside :func:`recorded`). A bake's over another object's keys (``graph_of_input``) is
-    refused by :func:`~ckpt_tools.no_meta_own.refuse_baked_over`, writers too.
+    refused by :func:`~ckpt_tools.no_meta_own.refuse_strict_mark`, writers too.
 
     Raises:
         UnprovenPairingError: (exit 6, ``--not-swapped``) naming the mark and what decides.

@@ -34,7 +34,7 @@ import os
 
 from .errors import CheckpointError, UnprovenPairingError
 
-__all__ = ["own_graph_swap", "raw_warning", "refuse_baked_over", "refuse_own_graph_swap"]
+__all__ = ["own_graph_swap", "raw_warning", "refuse_own_graph_swap", "refuse_strict_mark"]
 
 _EMA = "ExponentialMovingAverage"
 
@@ -189,14 +189,15 @@ def resave_crossed(ckpt):
     return crossed_refusal(view, evaluated) if evaluated else None
 
 
-def refuse_baked_over(ckpt) -> None:
-    """Refuses pairing by names under ``--no-meta`` the keys of a bake's output whose mark
-    says the bake wrote one EMA object's averages over keys its input's graph says hold
-    another's (``graph_of_input``: :func:`~ckpt_tools.tools_mark.graph_written`), or of a
-    graph proving several EMA objects (``several_objects``: r117 F9 reads it in place): no graph
-    says what those keys hold now, so their names say nothing either; read in place or
-    copied, ``--no-meta`` exported another variable's average, exit 0
-    (review-32-attack-r117 F10). ``export --raw --no-meta`` (no pairing) stays.
+def refuse_strict_mark(ckpt) -> None:
+    """Refuses pairing by names under ``--no-meta`` the keys of an output whose mark's
+    doubt is strict (:func:`~ckpt_tools.doubt_refusal.strict_doubt`): a bake's output whose
+    mark says the bake wrote one EMA object's averages over keys its input's graph says hold
+    another's, or of a graph proving several EMA objects (r117 F9 reads it in place), or an
+    output of inputs whose Saver crossed averages (r119 F3b-F7): no graph says what those
+    keys hold now, so their names say nothing either; read in place or copied, ``--no-meta``
+    exported another variable's average, exit 0 (review-32-attack-r117 F10).
+    ``export --raw --no-meta`` (no pairing) stays.
 
     Raises:
         UnprovenPairingError: (exit 6, no option decides).
@@ -204,7 +205,7 @@ def refuse_baked_over(ckpt) -> None:
     from .doubt_refusal import names_doubted_refusal, strict_doubt
 
     mark = getattr(ckpt, "tools_mark", None)
-    if strict_doubt(mark):  # or averages crossed by its input's Saver (r119 F3b-F7)
+    if strict_doubt(mark):
         raise names_doubted_refusal(ckpt.path, mark)
 
 
