@@ -303,12 +303,13 @@ def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
     mark records and every key of the output (``source_of``: key -> the key averaged into
     it) holds by it what its name says (:func:`~ckpt_tools.doubt_lifted.carried_disproved`:
     review-31-attack-r114 F1). ``averaged``: the keys the output averages (the others are
-    the newest input's), for :func:`~ckpt_tools.own_graph_mark.bakes_over`.
+    the newest input's), for :func:`~ckpt_tools.own_graph_doubt.bake_proved`.
 
     Returns:
         `dict`, or ``None`` where there is nothing to say.
     """
-    from .own_graph_mark import graph_digest, own_graph_doubt
+    from .own_graph_doubt import own_graph_doubt
+    from .own_graph_mark import graph_digest
     from .tools_mark import graph_written, mark_doc, merged, names_doubted, output_mark
 
     carried = None
@@ -337,14 +338,14 @@ def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
     # by bytes, where it was read for the pairing; none: no input's digest is kept
     graph = None if copied is None or copied.meta_unread else (
         copied.location.meta_path or copied.location.saved_model)
-    from .own_graph_mark import bakes_over, several_objects
+    from .own_graph_doubt import bake_proved
 
     read = bake and copied is not None and not copied.meta_unread  # r119 F3
 
     return graph_written(mark, graph_digest(graph) if graph and names_doubted(mark) else None,
                          carried=bool(carry),  # copies of the doubting graphs (carry_doubt)
-                         baked_over=read and bakes_over(copied, source_of or {}, averaged or ()),
-                         objects=read and several_objects(copied))  # graph copied or not
+                         proved=bake_proved(copied, source_of or {}, averaged or ())
+                         if read else frozenset())  # graph copied or not
 
 
 def _write_average(ckpts, prefix, source_of, to_average, progress, shown, mark=None,

@@ -364,7 +364,8 @@ def own_doubt(ckpt: Checkpoint, source_of: dict[str, str], unwritten=()) -> dict
     Returns:
         `dict` for :func:`~ckpt_tools.tools_mark.mark_doc`'s ``doubted``, or ``None``.
     """
-    from .own_graph_mark import misleading_left, own_graph_doubt
+    from .own_graph_doubt import own_graph_doubt
+    from .own_graph_mark import misleading_left
 
     doubt = own_graph_doubt([ckpt])
     return doubt if doubt and misleading_left(ckpt, source_of, unwritten=unwritten) else None
@@ -412,11 +413,11 @@ def written_mark(ckpt: Checkpoint, read=None, unread: str | None = None,
 
     if source_of is not None and not own and carried_disproved([ckpt], ckpt, source_of):
         return drop_carried(mark)
-    from .own_graph_mark import bakes_over, graph_digest, several_objects
+    from .own_graph_doubt import bake_proved
+    from .own_graph_mark import graph_digest
 
     return graph_written(mark, graph_digest(graph) if graph else None,
-                         baked_over=bakes_over(ckpt, source_of or {}),  # a graph
-                         objects=several_objects(ckpt))  # copied or not (r119 F3)
+                         proved=bake_proved(ckpt, source_of or {}))  # a graph copied or not
 
 
 def _stated_for(ckpt: Checkpoint, meta_copied: bool, read) -> dict:

@@ -24,8 +24,9 @@ __all__ = ["carried_disproved", "drop_carried"]
 def _read_through_recorded(ckpt) -> bool:
     """Whether the marked ``ckpt`` was read through its own graph file, of the bytes its
     mark's ``graph_sha256`` records, and that graph shows its keys' names mislead
-    (:func:`~ckpt_tools.own_graph_mark.own_graph_doubt`)."""
-    from .own_graph_mark import graph_digest, own_graph_doubt
+    (:func:`~ckpt_tools.own_graph_doubt.own_graph_doubt`)."""
+    from .own_graph_doubt import own_graph_doubt
+    from .own_graph_mark import graph_digest
     from .save_op import graph_file
     from .tools_mark import names_doubted
 

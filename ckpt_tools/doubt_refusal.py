@@ -5,6 +5,7 @@ that doubts it was ever written beside it."""
 from __future__ import annotations
 
 from .errors import UnprovenPairingError
+from .own_graph_doubt import CROSSED, GRAPH_OF_INPUT, SEVERAL_OBJECTS, proved_of, strongest
 from .tools_mark import RECORD_KEY, names_doubted, stated_of
 from .wording import agreeing
 
@@ -35,21 +36,24 @@ def doubt_writers(d: dict) -> tuple[str, str]:
     return " and ".join(who), f", and {by} carried that doubt into it"
 
 
-def strict_doubt(doc: dict | None) -> bool:
-    """Whether the mark ``doc`` doubts its keys' names in a way no statement about the
-    inputs' Saver lifts (``--not-swapped``) and ``--no-meta`` does not read past: a bake wrote
-    one EMA object's averages over keys its input's graph says hold another's
-    (``graph_of_input``), that graph proves several EMA objects (``several_objects``), or it
-    showed its Saver writing keys named as averages from other variables' or other EMA
-    objects' averages (``crossed``): such a Saver writes each variable under its own name, so
-    ``--not-swapped`` is true of it, and reading its names alone hands back the crossed
-    averages (review-32-attack-r119 F3b-F7).
+def strict_doubt(doc: dict | None) -> str | None:
+    """What the mark ``doc`` says its inputs' graph proved, where that doubts its keys'
+    names in a way no statement about the inputs' Saver lifts (``--not-swapped``) and
+    ``--no-meta`` does not read past (:mod:`~ckpt_tools.own_graph_doubt`): a bake wrote one
+    EMA object's averages over keys its input's graph says hold another's
+    (:data:`~ckpt_tools.own_graph_doubt.GRAPH_OF_INPUT`), that graph proves several EMA
+    objects (:data:`~ckpt_tools.own_graph_doubt.SEVERAL_OBJECTS`), or it showed its Saver
+    writing keys named as averages from other variables' or other EMA objects' averages
+    (:data:`~ckpt_tools.own_graph_doubt.CROSSED`): such a Saver writes each variable under
+    its own name, so ``--not-swapped`` is true of it, and reading its names alone hands back
+    the crossed averages (review-32-attack-r119 F3b-F7). The one place every reader of a
+    mark asks whether its doubt is strict (marks written before that field too: their
+    flags); where the graph proved several, the strongest (the refusal says it).
 
     Returns:
-        `bool`.
+        `str` (one of those), or ``None`` where the doubt is a plain one (or none).
     """
-    d = names_doubted(doc) or {}
-    return any(d.get(k) is True for k in ("graph_of_input", "several_objects", "crossed"))
+    return strongest(proved_of(names_doubted(doc)))
 
 
 def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
@@ -59,12 +63,13 @@ def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
     F1-F3)."""
     d = names_doubted(doc) or {}
     said = f"{path}: " + _doubt_said(d)
-    if d.get("graph_of_input"):  # a bake over another object's keys (r117 F1-F3)
+    proved = strict_doubt(doc)
+    if proved == GRAPH_OF_INPUT:  # a bake over another object's keys (r117 F1-F3)
         return UnprovenPairingError(
             said + ", baking one EMA object's averages over keys that graph says hold "
             "another's: no graph says what these keys hold now. " + _read_from(d)
             + "the keys as stored: ckpt export --raw --no-meta")
-    if d.get("several_objects"):  # its input's graph proves several EMA objects (r117 F9)
+    if proved == SEVERAL_OBJECTS:  # its input's graph proves several EMA objects (r117 F9)
         return UnprovenPairingError(
             said + ", whose graph proves averages of several EMA objects: its names are not "
             "read without that graph, neither under --not-swapped (a statement about a "
@@ -72,7 +77,7 @@ def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
             + ("Read it with the graph it was written with beside it under its original "
                "name; " if d.get("graph_written", True) else _read_from(d))
             + "the keys as stored: ckpt export --raw --no-meta")
-    if d.get("crossed") is True:  # --not-swapped is true of it, and says nothing (r119)
+    if proved == CROSSED:  # --not-swapped is true of it, and says nothing (r119)
         return UnprovenPairingError(
             said + f": {agreeing(len(d.get('graphs') or [None]), 'that graph', 'those graphs')}"
             f" showed {agreeing(len(d.get('graphs') or [None]), 'its', 'their')} Saver "
@@ -131,8 +136,9 @@ def _doubt_said(d: dict) -> str:
     """``"its _CKPT_TOOLS_RECORD key says <who> from inputs (...) whose keys' names a
     swapping (or crossing) Saver's graph (...) doubts<tail>"`` of the mark's
     ``names_doubted`` ``d``: ``crossing`` where that graph showed a Saver crossing averages
-    (``crossed``), which swaps nothing (review-32-attack-r122 N2)."""
-    saver = "a crossing Saver's graph" if d.get("crossed") is True else \
+    (:data:`~ckpt_tools.own_graph_doubt.CROSSED`), which swaps nothing (review-32-attack-r122
+    N2)."""
+    saver = "a crossing Saver's graph" if CROSSED in proved_of(d) else \
         "a swapping Saver's graph"
     graphs = ", ".join(str(g) for g in d.get("graphs") or []) or "a graph of their prefix"
     inputs = ", ".join(str(i) for i in d.get("inputs") or [])

@@ -58,8 +58,8 @@ def refuse_unrecorded(ckpt) -> None:
     """Refuses pairing by names alone the keys of ``ckpt``, read under ``--no-meta``, whose
     mark records ``names_doubted`` (a swapping Saver's graph doubted its inputs' names),
     where no statement decides (``--not-swapped``) and the caller records none in an output
-    (outside :func:`recorded`). A bake's over another object's keys (``graph_of_input``) is
-    refused by :func:`~ckpt_tools.no_meta_own.refuse_strict_mark`, writers too.
+    (outside :func:`recorded`). A strict mark (:func:`~ckpt_tools.doubt_refusal.strict_doubt`)
+    is refused by :func:`~ckpt_tools.no_meta_own.refuse_strict_mark`, writers too.
 
     Raises:
         UnprovenPairingError: (exit 6, ``--not-swapped``) naming the mark and what decides.

@@ -115,7 +115,7 @@ def _misleading(view) -> tuple[str, str, bool] | None:
         elif of is not None and src.startswith(of + "/") \
                 and key[len(base) + 1:] != src[len(of) + 1:]:
             # another EMA object's average of that variable: model/W/fast written from
-            # model/W/slow (review-32-attack-r117 F4; own_graph_mark._misleads says so too)
+            # model/W/slow (review-32-attack-r117 F4; own_graph_mark.misleads says so too)
             found.append((key, src, False))
     if not found:
         return None

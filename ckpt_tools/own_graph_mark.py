@@ -9,6 +9,10 @@ averages, exit 0 (F1). Such an output now carries ``names_doubted`` naming that 
 SHA-256 of the graph written beside it (``graph_sha256``). An own ``.meta`` of other bytes
 beside a marked output (the model's eval graph, another run's graph) is not the graph it was
 written with: it is refused, not read as the proof of its keys (F2).
+
+What such an output's mark says its inputs' graph proved (the doubt itself, a bake over
+another object's keys, several EMA objects, crossed averages) is
+:mod:`~ckpt_tools.own_graph_doubt`'s.
 """
 
 from __future__ import annotations
@@ -18,15 +22,15 @@ import os
 from .errors import UnprovenPairingError
 from .formats._io import is_url
 
-__all__ = ["bakes_over", "evaluation_resave", "graph_digest", "misleading_left",
-           "names_mislead", "own_graph_doubt", "refuse_foreign_graph", "renamed_keys",
-           "rewrites_misleading", "several_objects", "crosses_averages"]
+__all__ = ["evaluation_resave", "graph_digest", "graph_tables", "misleading_left", "misleads",
+           "names_mislead", "refuse_foreign_graph", "renamed_keys", "rewrites_misleading",
+           "save_op_written"]
 
 
 def names_mislead(ckpt) -> bool:
     """Whether the graph file read for the TF1 checkpoint ``ckpt`` records a save op that
     wrote a key whose name says another role than what it holds (a swapping Saver, a training
-    ``Saver(ema.variables_to_restore())``: :func:`_misleads`; any key written from a variable
+    ``Saver(ema.variables_to_restore())``: :func:`misleads`; any key written from a variable
     of another name where the graph proves no average), or several save ops writing its keys
     from different variables (two Savers: nothing says which wrote it). A consistent scope
     rename (``net/W`` from ``model/W``, ``net/W/ExponentialMovingAverage`` from its average)
@@ -39,7 +43,7 @@ def names_mislead(ckpt) -> bool:
 
     if graph_file(ckpt) is None:
         return False
-    read = _written(ckpt)
+    read = save_op_written(ckpt)
     if read is None:
         return why_unwritten(ckpt) == CROSSED
     written, renamed, tables = read
@@ -47,15 +51,17 @@ def names_mislead(ckpt) -> bool:
         return False
     if tables is None:  # no average the graph proves: every renamed key is doubted
         return True
-    return any(_misleads(k, vs, written, *tables) for k, vs in renamed.items())
+    return any(misleads(k, vs, written, *tables) for k, vs in renamed.items())
 
 
-def _written(ckpt) -> tuple[dict[str, set[str]], dict[str, set[str]], tuple | None] | None:
+def save_op_written(ckpt) -> tuple[dict[str, set[str]], dict[str, set[str]],
+                                     tuple | None] | None:
     """What the save op of ``ckpt``'s graph wrote, read once per open checkpoint for
-    :func:`names_mislead`, :func:`misleading_left`, :func:`evaluation_resave` and
-    :func:`rewrites_misleading` (a bake asks two or three of them: each built the tables
-    again): every key -> its variables' names (:func:`renamed_keys` with ``every``), the
-    renamed keys alone, and :func:`_graph_tables` where some key is renamed (else ``None``).
+    :func:`names_mislead`, :func:`misleading_left`, :func:`evaluation_resave`,
+    :func:`rewrites_misleading` and :mod:`~ckpt_tools.own_graph_doubt` (a bake asks two or
+    three of them: each built the tables again): every key -> its variables' names
+    (:func:`renamed_keys` with ``every``), the renamed keys alone, and :func:`graph_tables`
+    where some key is renamed (else ``None``).
 
     Returns:
         `tuple` (callers must not change it), or ``None`` where
@@ -69,13 +75,13 @@ def _written(ckpt) -> tuple[dict[str, set[str]], dict[str, set[str]], tuple | No
             return None
         written = renamed_keys(sources, every=True)
         renamed = {k: vs for k, vs in written.items() if vs != {k}}
-        return written, renamed, _graph_tables(ckpt) if renamed else None
+        return written, renamed, graph_tables(ckpt) if renamed else None
 
     return ckpt.memo("own_graph_written", read)
 
 
-def _graph_tables(ckpt) -> tuple | None:
-    """The tables :func:`_misleads` reads, built once (not once per renamed key: quadratic on
+def graph_tables(ckpt) -> tuple | None:
+    """The tables :func:`misleads` reads, built once (not once per renamed key: quadratic on
     a large graph): each average the graph's update ops prove -> its variable, their EMA names,
     the graph's variable names; ``None`` where the graph proves no average."""
     from .meta_shadows import update_ops_of
@@ -89,66 +95,6 @@ def _graph_tables(ckpt) -> tuple | None:
     suffixes = {_EMA} | {s[len(o) + 1:] for s, o in owner.items() if s.startswith(o + "/")}
     names = {PART.sub("", n) for n in ckpt.meta.variables}
     return owner, suffixes, names
-
-
-def several_objects(ckpt) -> bool:
-    """Whether the TF1 checkpoint ``ckpt``'s own graph proves averages of more than one EMA
-    name (or an average not named ``<its variable>/<EMA name>``, whose name cannot be told).
-    A bake's output of it read without that graph (copied, ``--no-meta``) is never paired by
-    its names on a statement about its Saver (``--not-swapped``): that statement says
-    nothing of keys holding another object's or another variable's averages
-    (review-32-attack-r117 F8, F10; kept where F9 lets the output be read in place).
-
-    Returns:
-        `bool` (``False`` where the graph proves no average).
-    """
-    tables = _graph_tables(ckpt)
-    if tables is None:
-        return False
-    names = {s[len(o) + 1:] if s.startswith(o + "/") else None for s, o in tables[0].items()}
-    return len(names) > 1 or None in names
-
-
-def bakes_over(ckpt, source_of: dict[str, str], averaged=None) -> bool:
-    """Whether a bake of the TF1 checkpoint ``ckpt`` (restore-ema, ``average --ema --bake``)
-    leaves under some key that ``ckpt``'s own graph says holds an average something else:
-    written (``source_of``: key -> the key whose value it gets) from a key the save op wrote
-    from another variable, or, for ``average`` (``averaged``: the keys it averages; ``None``
-    for restore-ema, which copies the others unchanged), copied from the newest input instead
-    of averaged. That graph, copied beside the output, would read it as the average it names:
-    slow's average of W written over ``model/W``, which the graph says holds fast's, read in
-    place as fast's (review-32-attack-r117 F1-F3). A key holding a variable raw now written
-    with an average is a bake's convention (its mark says so): EMA objects averaging disjoint
-    variables, their averages under crossed keys, bake over none (r117 F9).
-
-    Returns:
-        `bool`: ``True`` also where the graph cannot tell (no single save op wrote the keys,
-        a key written from several variables); ``False`` where no graph is read or it proves
-        no average.
-    """
-    from .save_op import graph_file
-
-    if graph_file(ckpt) is None:
-        return False
-    read = _written(ckpt)
-    if read is None:
-        return True
-    written, tables = read[0], _graph_tables(ckpt)
-    if tables is None:  # no average proven: no key the graph says holds one
-        return False
-    owner, suffixes, _ = tables
-    for key, held in written.items():
-        src = source_of.get(key, key)
-        if src == key and (averaged is None or key in averaged):
-            continue  # as the save op wrote it (or the mean of it)
-        if len(held) != 1:
-            return True
-        (var,) = held
-        if owner.get(var) is None and not any(var.endswith("/" + x) for x in suffixes):
-            continue  # a variable's raw value: now its average, as every bake writes
-        if src == key or written.get(src) != held:
-            return True
-    return False
 
 
 def misleading_left(ckpt, source_of: dict[str, str], every: bool = False,
@@ -171,7 +117,7 @@ def misleading_left(ckpt, source_of: dict[str, str], every: bool = False,
 
     if graph_file(ckpt) is None:
         return False
-    read = _written(ckpt)
+    read = save_op_written(ckpt)
     if read is None:
         return True
     written, renamed, tables = read
@@ -186,7 +132,7 @@ def misleading_left(ckpt, source_of: dict[str, str], every: bool = False,
 def _holds_as_named(key: str, now: set[str] | None, written: dict[str, set[str]],
                     owner: dict[str, str], suffixes: set[str], names: set[str]) -> bool:
     """Whether ``key``, holding what the save op wrote from the variables ``now``, holds what
-    its name says (:func:`_misleads`), a plain name its own variable's average included."""
+    its name says (:func:`misleads`), a plain name its own variable's average included."""
     if not now or len(now) != 1:
         return False
     (src,) = now
@@ -201,7 +147,7 @@ def _holds_as_named(key: str, now: set[str] | None, written: dict[str, set[str]]
         # never an average's name written from its variable now holding some object's
         # average: model/W/slow holding fast's reads as slow's (review-31-attack-r116 F1)
         return True
-    return not _misleads(key, now, written, owner, suffixes, names)
+    return not misleads(key, now, written, owner, suffixes, names)
 
 
 def renamed_keys(sources: dict, every: bool = False) -> dict[str, set[str]]:
@@ -220,7 +166,7 @@ def renamed_keys(sources: dict, every: bool = False) -> dict[str, set[str]]:
 _EMA = "ExponentialMovingAverage"
 
 
-def _misleads(key: str, sources: set[str], written: dict[str, set[str]],
+def misleads(key: str, sources: set[str], written: dict[str, set[str]],
               owner: dict[str, str], suffixes: set[str], names: set[str]) -> bool:
     """Whether ``key``'s name says another role than what the save op wrote into it
     (``sources``): a plain name written from an average, an average's name
@@ -274,7 +220,7 @@ def evaluation_resave(ckpt) -> bool:
     if graph_file(ckpt) is None or getattr(ckpt, "meta_unread", None):
         return False
     sources = written_sources(ckpt)
-    read = _written(ckpt)
+    read = save_op_written(ckpt)
     renamed = read[1] if read is not None else {}
     if not renamed:
         return False
@@ -351,53 +297,6 @@ def graph_digest(path: str | None) -> str | None:
         return None
 
 
-def own_graph_doubt(ckpts) -> dict | None:
-    """What the average of ``ckpts`` (open checkpoints) says of inputs whose own graph shows
-    their keys' names mislead (:func:`names_mislead`): ``{"graphs": [...], "inputs": [...]}``
-    for :func:`~ckpt_tools.tools_mark.mark_doc`'s ``doubted``.
-
-    An evaluation graph's re-save (:func:`evaluation_resave`) is no such input: its keys'
-    names say the averages, which what its graph shows neither proves nor denies, and its
-    average is read as it is, by the averages-only rule (review-30-attack-r112 F2).
-
-    Returns:
-        `dict`, or ``None`` where no input's own graph shows it.
-    """
-    shown = [c for c in ckpts if getattr(c, "meta", None) is not None
-             and not getattr(c, "meta_unread", None) and names_mislead(c)
-             and not evaluation_resave(c)]
-    if not shown:
-        return None
-    doubt = {"graphs": [str(c.meta_source).rstrip("/").rsplit("/", 1)[-1] for c in shown],
-             "inputs": [c.path for c in shown]}
-    if any(crosses_averages(c) for c in shown):  # no --not-swapped lifts it (r119)
-        doubt["crossed"] = True
-    return doubt
-
-
-def crosses_averages(ckpt) -> bool:
-    """Whether the save op of ``ckpt``'s own graph wrote a key named as an average from a
-    proven average it does not name (another variable's, another EMA object's): a Saver
-    crossing averages, which writes each variable under its own name (review-32-attack-r119
-    F3b-F7); unlike a swap, no statement about swapping tells such keys apart.
-
-    Returns:
-        `bool` (``False`` where no single save op or no proven average is read).
-    """
-    read = _written(ckpt)
-    if read is None or read[2] is None:  # no single save op, no key renamed, no average
-        return False
-    written, renamed, tables = read
-    _, suffixes, _ = tables
-    for key, vs in renamed.items():
-        if len(vs) != 1 or not any(key.endswith("/" + x) for x in suffixes):
-            continue  # a plain name (a swap's), or written from several variables
-        (src,) = vs
-        proven = tables[0].get(src) is not None or any(src.endswith("/" + x) for x in suffixes)
-        if proven and _misleads(key, vs, written, *tables):
-            return True
-    return False
-
 def refuse_foreign_graph(path: str, graph: str, doc: dict) -> UnprovenPairingError | None:
     """The refusal (exit 6) of reading the checkpoint ``path`` through its own graph file
     ``graph`` where its mark (``doc``) says ckpt_tools wrote it with doubted names and
@@ -408,6 +307,7 @@ def refuse_foreign_graph(path: str, graph: str, doc: dict) -> UnprovenPairingErr
         `UnprovenPairingError`, or ``None`` where ``graph`` is the recorded one.
     """
     from .doubt_refusal import doubt_writers, strict_doubt
+    from .own_graph_doubt import GRAPH_OF_INPUT
     from .tools_mark import RECORD_KEY, names_doubted
 
     d = names_doubted(doc) or {}
@@ -415,7 +315,8 @@ def refuse_foreign_graph(path: str, graph: str, doc: dict) -> UnprovenPairingErr
     if isinstance(recorded, str) and recorded == graph_digest(graph):
         return None
     who, carried = doubt_writers(d)
-    if d.get("graph_of_input"):
+    strict = strict_doubt(doc)
+    if strict == GRAPH_OF_INPUT:
         return UnprovenPairingError(
             f"{path}: its {RECORD_KEY} key says {who} from inputs whose keys' names a "
             f"Saver's graph doubts{carried}, baking one EMA object's averages over keys "
@@ -430,10 +331,10 @@ def refuse_foreign_graph(path: str, graph: str, doc: dict) -> UnprovenPairingErr
         "not the graph it was written with (" + ("other bytes than recorded" if recorded else
                                                   "none was") + "): its save op proves nothing "
         "of these keys. Move that file away (the keys are then read as the mark says)"
-        + ("" if strict_doubt(doc) else  # --not-swapped is true of a crossing (r119)
+        + ("" if strict else  # --not-swapped is true of a crossing (r119)
            ", or, if a Saver of each variable under its own name wrote the inputs, pass "
            "--not-swapped") + "; the keys as stored: ckpt export --raw --no-meta",
-        option=None if strict_doubt(doc) else "--not-swapped")
+        option=None if strict else "--not-swapped")
 
 
 def rewrites_misleading(newest, source_of: dict[str, str], to_average) -> bool:
@@ -451,7 +352,7 @@ def rewrites_misleading(newest, source_of: dict[str, str], to_average) -> bool:
 
     if graph_file(newest) is None or getattr(newest, "meta_unread", None):
         return False
-    read = _written(newest)
+    read = save_op_written(newest)
     if read is None:
         return False
     renamed = read[1]

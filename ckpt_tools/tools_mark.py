@@ -17,7 +17,9 @@ What it says (:func:`mark_doc`):
   Where no graph beside the checkpoint doubts it any more (renamed, copied without the graph,
   ``s3://``), its pairing by names is refused (exit 6,
   :func:`~ckpt_tools.doubt_refusal.names_doubted_refusal`); where
-  the carried graph is still beside it, that graph doubts it as before.
+  the carried graph is still beside it, that graph doubts it as before. Its
+  ``graph_proved`` lists what the inputs' graph proved beyond that, which no statement lifts
+  (:mod:`~ckpt_tools.own_graph_doubt`); carried into every output written from it.
 * ``stated``: the statements the output was written under (``--averages-only``,
   ``--saver-def-wrote``, ``--not-swapped``, ``--no-meta`` over a graph or mark that decides
   or doubts its input's names: :mod:`~ckpt_tools.no_meta_mark`), repeated by every read of it
@@ -32,6 +34,7 @@ s32f). A doubt the writer made itself besides the one it carried is ``"own"``.
 from __future__ import annotations
 
 from .errors import CorruptCheckpointError
+from .own_graph_doubt import GRAPH_OF_INPUT, PROVED, PROVED_KEY, proved_of
 
 __all__ = ["RECORD_KEY", "add_mark", "graph_written", "mark_doc", "merged", "names_doubted",
            "stated_notes", "stated_of", "take_mark"]
@@ -109,11 +112,20 @@ def _join_doubt(have: dict, d: dict) -> None:
     if not origins or d.get("own"):
         have["own"] = True
     # what no statement lifts is carried into every output written from it: an average of
-    # a bake's copies kept its doubt but lost graph_of_input, and --not-swapped then read
-    # slow's averages as fast's (review-32-attack-r119 F1)
-    for flag in ("graph_of_input", "several_objects", "crossed"):
-        if d.get(flag) is True:
-            have[flag] = True
+    # a bake's copies kept its doubt but lost what its input's graph proved (a bake over
+    # another object's keys), and --not-swapped then read slow's averages as fast's
+    # (review-32-attack-r119 F1)
+    _set_proved(have, proved_of(have) | proved_of(d))
+
+
+def _set_proved(d: dict, proved) -> None:
+    """Records ``proved`` (values of :data:`~ckpt_tools.own_graph_doubt.PROVED`) as what the
+    ``names_doubted`` part ``d`` says its inputs' graph proved: one field, a sorted list,
+    none where empty; session 32's flags dropped."""
+    for flag in (PROVED_KEY, *PROVED):
+        d.pop(flag, None)
+    if proved:
+        d[PROVED_KEY] = sorted(proved)
 
 
 def _pairs(x) -> list[list[str]]:
@@ -143,41 +155,33 @@ def _join_stated(have: dict, s: dict) -> None:
 
 
 def graph_written(doc: dict | None, sha256: str | None, carried: bool = False,
-                  baked_over: bool = False, objects: bool = False) -> dict | None:
+                  proved=frozenset()) -> dict | None:
     """``doc`` (a mark about to be written) whose ``names_doubted`` records ``sha256``, the
     SHA-256 of the graph written beside the output as its own ``.meta``, or no
     ``graph_sha256`` where none was (``sha256`` ``None``): a graph recorded for an output
     must be the one it was written with, never one only its input had. Its
     ``"graph_written"`` says whether the writer wrote any doubting graph beside the output
     (that one, or ``carried``: copies of other checkpoints' graphs), so that a refusal never
-    says one was lost by a copy where none was ever written (s32f). ``baked_over``: the
-    graph written beside a bake's output no longer says what its keys hold (it proves
-    averages of several EMA objects, one of which the bake wrote over keys the graph says
-    hold another's: review-32-attack-r117 F1-F3): no digest is recorded, and
-    ``graph_of_input`` says why (:func:`~ckpt_tools.own_graph_mark.refuse_foreign_graph`).
-    ``objects``: that graph proves averages of several EMA objects
-    (:func:`~ckpt_tools.own_graph_mark.several_objects`): ``several_objects`` says that
-    without it no statement (``--not-swapped``) nor ``--no-meta`` pairs its names.
+    says one was lost by a copy where none was ever written (s32f). ``proved``: what the
+    writer's input's graph proved (:func:`~ckpt_tools.own_graph_doubt.bake_proved`), joined
+    with what the mark already says. Where that holds
+    :data:`~ckpt_tools.own_graph_doubt.GRAPH_OF_INPUT` the graph written beside a bake's
+    output no longer says what its keys hold (review-32-attack-r117 F1-F3): no digest is
+    recorded (:func:`~ckpt_tools.own_graph_mark.refuse_foreign_graph`).
 
     Returns:
         ``doc``, changed in place.
     """
     d = names_doubted(doc)
     if d is not None:
-        # an input's own (merged) flags are kept: its keys were baked over before (r119
-        # F1); a bake that copies no graph (--add-scope) records them too (r119 F3)
-        of_input = baked_over or d.get("graph_of_input") is True
-        objects = objects or d.get("several_objects") is True
-        d.pop("graph_of_input", None)
-        d.pop("several_objects", None)
-        if objects:
-            d["several_objects"] = True
-        if sha256 and not of_input:
+        # an input's own (merged) finding is kept: its keys were baked over before (r119
+        # F1); a bake that copies no graph (--add-scope) records it too (r119 F3)
+        proved = proved_of(d) | set(proved)
+        _set_proved(d, proved)
+        if sha256 and GRAPH_OF_INPUT not in proved:
             d["graph_sha256"] = sha256
         else:
             d.pop("graph_sha256", None)
-        if of_input:
-            d["graph_of_input"] = True
         d["graph_written"] = bool(sha256) or carried
     return doc
 
@@ -248,9 +252,9 @@ def _well_formed(doc: dict) -> bool:
                 or not isinstance(d.get("graph_sha256", ""), str) \
                 or not isinstance(d.get("own", True), bool) \
                 or not isinstance(d.get("graph_written", True), bool) \
-                or not isinstance(d.get("graph_of_input", True), bool) \
-                or not isinstance(d.get("crossed", True), bool) \
-                or not isinstance(d.get("several_objects", True), bool) \
+                or not _strings(d.get(PROVED_KEY, [])) \
+                or not set(d.get(PROVED_KEY, [])) <= set(PROVED) \
+                or not all(isinstance(d.get(f, True), bool) for f in PROVED) \
                 or not all(_strings(d.get(f, [])) for f in ("graphs", "inputs")) \
                 or not (isinstance(d.get("origins", []), list) and all(
                     _strings(x) and len(x) == 2 for x in d.get("origins", []))):
