@@ -33,6 +33,7 @@ from .formats._write import (
 )
 from .formats.slices import check_partition
 from .keras_assumed import RAW_EMA_WARNING
+from .no_meta_mark import read_warning
 from .object_paths import positional_names_note
 from .raw_baked import raw_baked, raw_baked_warning
 from .raw_reasons import expected_raw_note
@@ -218,6 +219,11 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         except OutputError as exc:  # a --rename collision: name the files (review-22 u24 F5)
             raise OutputError(f"{ckpt.path} -> {os.fspath(out_path)}: {exc}") from None
         warnings = marked_raw_warnings(ckpt, warnings) if ema is False else warnings
+        if ema is not False and averaged and (map_options.get("use_meta") is False
+                                              or getattr(ckpt, "graph_declined", False)):
+            # paired by names under --no-meta past a graph of its prefix doubting them (s33c)
+            said = read_warning(ckpt.with_meta(False))
+            warnings += [said] if said else []
         # averages that still hold their initial values (a re-save that restored only the
         # weights): said loudly, never proven (review-25-user-u27 F5); not over a URL, where
         # reading them ahead of the writer's windows costs a request each

@@ -26,6 +26,12 @@ exit 0, with no warning (task s32l). Its mark is the file's own record that its 
 doubted, so the pairing by names is refused there (:func:`refuse_unrecorded`); only the
 writers that record ``--no-meta`` in their output's mark (``restore-ema``, ``average --ema
 --bake``: inside :func:`recorded`) still write it.
+
+A checkpoint with no mark whose names only a graph of its prefix doubts (a swapping Saver's
+run saved with its graph at the first save only: ``swap/model.ckpt-3`` beside
+``model.ckpt-1.meta``) is read by names under ``--no-meta``, as its copy without that graph
+is (the documented limit of ``--no-meta``), but no longer silently: such a command warns
+(:func:`read_warning`; task s33c).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import contextlib
 import contextvars
 from collections.abc import Iterator
 
-__all__ = ["recorded", "refuse_unrecorded", "silenced", "written_warning"]
+__all__ = ["read_warning", "recorded", "refuse_unrecorded", "silenced", "written_warning"]
 
 # whether the pairing being planned is a writer's that records --no-meta in its output's mark
 _RECORDED: contextvars.ContextVar[bool] = contextvars.ContextVar("ckpt_tools_no_meta_recorded",
@@ -124,3 +130,30 @@ def written_warning(what: str) -> str:
             "output's plain names hold what its input's keys named as averages held; its "
             f"{RECORD_KEY} key records that --no-meta decided this, and every read of it "
             "repeats it")
+
+
+def read_warning(ckpt) -> str | None:
+    """The warning of a command that pairs the keys of ``ckpt`` (read under ``--no-meta``)
+    by their names and records no statement in an output (``export``, ``map``, ``list``'s
+    EMA column, ``diff --ema``) where ``--no-meta`` left unread a graph of its prefix that
+    doubts those names (:func:`silenced`): a swapping Saver's keys named as averages hold the
+    raw weights, which such a read takes for the averages, exit 0 (s32l "Left"). Nothing
+    where ``--not-swapped`` states its Saver (that statement decides), where its mark doubts
+    it (refused: :func:`refuse_unrecorded`) or inside :func:`recorded` (a writer's own
+    warning says it: :func:`written_warning`).
+
+    Returns:
+        `str`: the warning's text (without ``"warning: "``), or ``None``.
+    """
+    from .tools_mark import names_doubted
+
+    if _RECORDED.get() or getattr(ckpt, "not_swapped", False) \
+            or names_doubted(getattr(ckpt, "tools_mark", None)):
+        return None
+    what = silenced(ckpt)
+    if what is None:
+        return None
+    return (f"{ckpt.path}: --no-meta left unread {what}: its keys are paired by their names "
+            "alone, and if a swapping Saver wrote it, its keys named as averages hold the raw "
+            "weights, not the averages (without --no-meta that graph is read and the pairing "
+            "is refused unless --not-swapped states its Saver)")

@@ -230,3 +230,38 @@ def test_no_meta_reading_a_marked_copy_by_names_alone_is_refused(made, tmp_path)
                             "--out", str(tmp_path / "n.npz")])
     line = " ".join(err.split())
     assert code == 6 and "written under --no-meta" in line, err
+
+
+def test_no_meta_past_a_graph_of_its_prefix_that_doubts_its_names_warns(made, tmp_path):
+    """s33c (s32l "Left"): the swapping run saved its graph at the first save only; read with
+    --no-meta, model.ckpt-3 (no .meta of its own, no mark) is paired by its names alone -- the
+    documented risk of --no-meta -- and its keys named as averages, the RAW weights, were
+    exported as the EMA values with no warning. Still read (exit 0), now with one warning
+    line naming the graph left unread (in --json's "warnings"); export, map and diff --ema
+    alike, the Python export's warnings too. Nothing warned where no graph doubts the names
+    (the plain run), nor for --raw (its own warning)."""
+    from ckpt_tools import export_weights
+
+    out, truth = made
+    prefix = out / "swap/model.ckpt-3"
+    said = f"{prefix}: --no-meta left unread model.ckpt-1.meta beside it, whose save op wrote "
+    code, text, err = run_cli(["export", str(prefix), "--no-meta", "--json", "--out",
+                               str(tmp_path / "e.npz")])
+    assert code == 0, err
+    assert " ".join(err.split()).count(said) == 1, err
+    assert [w for w in json.loads(text)["warnings"] if w.startswith(said)], text
+    with np.load(tmp_path / "e.npz") as z:  # why it warns: the swapping Saver's raw weights
+        for key in NAMES:
+            np.testing.assert_array_equal(z[key], truth[f"swap:3:raw:{key}"])
+    for args in (["map", str(prefix), "--no-meta"], ["diff", str(prefix), "--ema", "--no-meta"]):
+        code, _, err = run_cli(args)
+        assert code == 0 and " ".join(err.split()).count(said) == 1, (args, err)
+    code, text, err = run_cli(["diff", str(prefix), "--ema", "--no-meta", "--json"])
+    assert code == 0 and [w for w in json.loads(text)["warnings"] if w.startswith(said)], text
+    result = export_weights(str(prefix), str(tmp_path / "p.npz"), use_meta=False)
+    assert [w for w in result.warnings if w.startswith(said)], result.warnings
+    for args in (["export", str(out / "plain/model.ckpt-3"), "--no-meta", "--out",
+                  str(tmp_path / "q.npz")], ["map", str(out / "plain/model.ckpt-3"), "--no-meta"],
+                 ["export", str(prefix), "--no-meta", "--raw", "--out", str(tmp_path / "r.npz")]):
+        code, _, err = run_cli(args)
+        assert code == 0 and "--no-meta left unread" not in err, (args, err)

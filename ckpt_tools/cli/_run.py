@@ -107,6 +107,18 @@ def note_sibling_doubt(out: Output, ckpt) -> None:
     note_recorded(out, ckpt)
 
 
+def warn_read_by_names(out: Output, ckpt) -> None:
+    """Warns (once, on stderr; kept for ``--json``'s "warnings" where the command has them)
+    that ``--no-meta`` left unread a graph of its prefix doubting the names the pairing of
+    ``ckpt`` read (:func:`~ckpt_tools.no_meta_mark.read_warning`); nothing otherwise."""
+    from ..no_meta_mark import read_warning
+
+    said = read_warning(ckpt.with_meta(False)) if getattr(ckpt, "graph_declined", False) \
+        else None
+    if said and said not in out.warned:
+        out.warning(said)
+
+
 def note_recorded(out: Output, ckpt) -> None:
     """Says (once, on stderr, even with -q) that the keys are read as the ``.meta``'s
     ``SaverDef`` Saver saved them because ``--saver-def-wrote`` or restore-ema's record states

@@ -42,7 +42,7 @@ from ._common import (
     trainable_names,
 )
 from ._output import Column, Output, shape_text
-from ._run import note_recorded
+from ._run import note_recorded, warn_read_by_names
 from .ema import (
     ApplyOrderOpt,
     EmaNameOpt,
@@ -137,6 +137,7 @@ def diff_command(
                 refuse_assumed(ca, strict=strict)
             note_stated_order(out, ca, apply_order, ema_name)
             assumed = note_assumed(out, ca) if pairs is not None else {}
+            warn_read_by_names(out, ca)  # paired by names past a graph doubting them (s33c)
         with out.progress("comparing") as bar:  # the total is known once pairs are
             if ema:
                 # pairs None (no averages): diff_ema's own reading, with the same options

@@ -44,7 +44,7 @@ from ._common import (
     trainable_names,
 )
 from ._output import Column, Output
-from ._run import say_stated
+from ._run import say_stated, warn_read_by_names
 
 if TYPE_CHECKING:
     from ..emamap import EmaMap
@@ -277,6 +277,8 @@ def map_command(
         m = ema_map(ckpt, slots=KEEP if keep_slots else slots, non_averaged=non_averaged,
                     style=style, **options)
         require_mapped(ckpt, m, filtered(grep, regex, include, exclude), exclude)
+        if m.averaged:  # paired by names past a graph doubting them (s33c)
+            warn_read_by_names(out, ckpt)
         if m.missing and (options["include"] is not None or options["exclude"]):
             # said of the whole file (others may have averages the filters leave out),
             # naming only the weights the filters keep
