@@ -11,6 +11,7 @@ the keys alone.
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 
 from . import roles as R
 from .checkpoint import Checkpoint
@@ -87,6 +88,7 @@ def ema_map(
     strict: bool = False,
     in_graph: bool = False,
     not_swapped: bool = False,
+    targets: Collection[str] | None = None,
     **statements,
 ) -> EmaMap:
     """Builds the EMA restore map of a checkpoint, in checkpoint keys.
@@ -134,7 +136,12 @@ def ema_map(
             before ``ModelCheckpoint``; an EMA optimizer's ``swap_weights()``), as
             ``--not-swapped``; on an open checkpoint it is stated on it. Without it a file
             whose weights differ from their averages is refused (exit 6): nothing in it shows
-            which they are; if it was swapped its own weights are the averages.
+            which they are; if it was swapped its own weights are the averages. Asked only
+            of the pairs the caller reads: those ``include``/``exclude`` keep, of ``targets``.
+        targets (`Collection[str]`, *optional*): the target keys the caller restores (the
+            variables :func:`~ckpt_tools.apply_ema` assigns); a weight outside them is
+            neither read nor written, so the ``not_swapped`` question is not asked of it
+            (review-33-attack-r127 M2). Default: every target.
         in_graph (`bool`, defaults to `False`): the targets are the variables of the graph
             (``restore_ema``/``ema_saver``), not checkpoint keys: a TF1 key the ``.meta``'s
             save op wrote from a variable of another name is refused only where it is an
@@ -169,6 +176,7 @@ def ema_map(
     if style is not None and style not in R.EMA_STYLES:
         raise ValueError(f"style must be one of {', '.join(R.EMA_STYLES)}, got {style!r}")
     names = split_ema_names(ema_name)
+    targets = None if targets is None else frozenset(targets)
     refuse_unknown("ema_map", statements, checkpoint)
     # use_meta=False: the checkpoint as if no .meta were beside it, for every step below;
     # not_swapped on an open checkpoint: stated on the caller's (stated_open)
@@ -203,7 +211,7 @@ def ema_map(
             maps = [ema_map(ckpt, ema_name=n, use_meta=use_meta, non_averaged=KEEP, slots=slots,
                             include=include, exclude=exclude, strip_scope=strip_scope,
                             add_scope=add_scope, style=style, apply_order=apply_order,
-                            strict=strict, in_graph=in_graph)
+                            strict=strict, in_graph=in_graph, targets=targets)
                     for n in names]
         finally:
             opened.__exit__()
@@ -274,8 +282,10 @@ def ema_map(
         if asked:  # not_swapped: always refused; fit_order: under strict
             from .user_ema_swap import unswapped_pairing
 
-            # a user EMA's averages of every weight, no optimizer copy read (r104 F5)
-            assumed = unswapped_pairing(ckpt, assumed, pairs, missing)
+            # a user EMA's averages of every weight, no optimizer copy read (r104 F5), of
+            # the pairs the caller reads: its filters, its targets (r127 M2)
+            assumed = unswapped_pairing(ckpt, assumed, pairs, missing, lambda s, t: not out(
+                s, t) and (targets is None or t in targets))
             refuse_assumed(ckpt, assumed, strict=strict)
     finally:
         opened.__exit__()

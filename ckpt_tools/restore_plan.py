@@ -135,12 +135,15 @@ def plan_sources(ckpt: Checkpoint, keys: list[str], map_options: dict,
     ``frozen``: keys of variables the live object proves non-trainable; one without an
     average restores its raw value, as TF's ``variables_to_restore()`` maps a variable
     ``ema.apply()`` was not given to itself."""
-    m = ema_map(ckpt, slots=KEEP, non_averaged=KEEP, in_graph=True, **map_options)
-    sources = m.sources()
-
     def own(key: str) -> str:
         return stored_checkpoint_key(key, map_options.get("strip_scope"),
                                      map_options.get("add_scope"), ckpt)
+
+    # the swap question asked of the keys restored alone: a weight no variable given
+    # restores is neither read nor written (review-33-attack-r127 M2)
+    m = ema_map(ckpt, slots=KEEP, non_averaged=KEEP, in_graph=True,
+                **{**map_options, "targets": [own(k) for k in keys]})
+    sources = m.sources()
 
     if m.held:  # keys the save op wrote from variables of other names: through it
         averaged, raw, lacking, problems = plan_in_graph(ckpt, m, keys, own, lambda k: rescope(

@@ -12,6 +12,8 @@ question stays.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .checkpoint import Checkpoint
 from .keras_assumed import object_pairs
 from .keras_assumption_texts import OBJECT_NOT_SWAPPED
@@ -19,12 +21,18 @@ from .swap_assumed import Assumption
 
 
 def unswapped_pairing(ckpt: Checkpoint, assumed: list[Assumption],
-                      pairs: list[tuple[str, str]], missing: list[str]) -> list[Assumption]:
+                      pairs: list[tuple[str, str]], missing: list[str],
+                      chosen: Callable[[str, str], bool] | None = None) -> list[Assumption]:
     """The assumptions of ``assumed`` the pairing (``pairs``: every ``(source key, target
     key)`` it found, kept or not; ``missing``: targets left without an average) rests on:
     ``OBJECT_NOT_SWAPPED`` is left out where no pair reads a Keras 3 optimizer's ``use_ema``
-    copy (:func:`~ckpt_tools.keras_assumed.object_pairs`) and every weight those copies cover
-    takes another average (none is written raw).
+    copy (:func:`~ckpt_tools.keras_assumed.object_pairs`) or a weight those copies cover in
+    another key's place, and every weight those copies cover takes another average (none is
+    written raw). ``chosen(source, target)``: whether the caller reads that pair (its
+    ``--include``/``--exclude``, the variables ``apply_ema`` assigns); only those count, a
+    weight the caller leaves out being neither read nor written (review-33-attack-r127 M2:
+    ``--include 'net/d1/*'`` of a user EMA that averaged d1 alone asked the question of d2,
+    left raw but never read). ``None``: every pair counts.
 
     Returns:
         `list[Assumption]`: ``assumed``, or it without ``OBJECT_NOT_SWAPPED``.
@@ -32,11 +40,20 @@ def unswapped_pairing(ckpt: Checkpoint, assumed: list[Assumption],
     if OBJECT_NOT_SWAPPED not in assumed:
         return assumed
     copies = object_pairs(ckpt)
-    if not copies or any(s in copies for s, _t in pairs):
+    if not copies:
+        return assumed
+    weights = set(copies.values())
+    covered = weights
+    if chosen is not None:  # a covered weight counts where the caller keeps any pair of it
+        pairs = [(s, t) for s, t in pairs if chosen(s, t)]
+        covered = {w for w in weights if chosen(w, w)} | ({t for _s, t in pairs} & weights)
+    # a copy read, or a covered weight's stored value read in another key's place: a swap
+    # changed both
+    if any(s in copies or (s != t and s in weights) for s, t in pairs):
         return assumed
     taken = {t: s for s, t in pairs if s != t}
     lacking = set(missing)
-    if all(w in taken and w not in lacking for w in set(copies.values())):
+    if all(w in taken and w not in lacking for w in covered):
         return [a for a in assumed if a != OBJECT_NOT_SWAPPED]
     return assumed
 

@@ -186,3 +186,37 @@ def test_apply_ema_of_the_user_averages_asks_no_swap_question(made):
         apply_ema(live, str(out / "all"), ema_name="optimizer", not_swapped=True)
         for v, want in zip(net.trainable_variables, opt, strict=True):
             np.testing.assert_array_equal(v.numpy(), want)
+
+
+def test_only_what_is_read_asks_it_where_the_user_ema_averaged_d1_alone(made, tmp_path):
+    """``d1`` holds the user object's averages of d1 only (d2 left out of ``ema=``): d1's
+    variables given to ``apply_ema``, or ``--include 'net/d1/*'``, read only those averages,
+    which a swap never touches, yet the whole checkpoint's map asked the question of d2, which
+    nothing read (review-33-attack-r127 M2). d2 read raw, or the optimizer's copies, still
+    ask it."""
+    pytest.importorskip("tensorflow")
+    keras = pytest.importorskip("keras")
+    from ckpt_tools import UnprovenPairingError, apply_ema
+
+    out, truth = made
+    user = _of(truth, "user")
+    net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, name="d1"),
+                            keras.layers.Dense(2, name="d2")], name="net")
+    d1, d2 = net.trainable_variables[:2], net.trainable_variables[2:]
+    apply_ema(d1, str(out / "d1"), ema_name="ema")
+    for v, name in zip(d1, ("net/d1/kernel", "net/d1/bias"), strict=True):
+        np.testing.assert_array_equal(v.numpy(), user[name])
+    for variables, options in ((d2, {"ema_name": "ema", "allow_missing": True}),
+                               (d1, {"ema_name": "optimizer"})):
+        with pytest.raises(UnprovenPairingError) as exc:
+            apply_ema(variables, str(out / "d1"), **options)
+        assert exc.value.option == "--not-swapped", str(exc.value)
+    for chosen in (["--include", "net/d1/*"], ["--exclude", "net/d2/*"]):
+        code, _o, err = run_cli(["export", str(out / "d1"), "-o", str(tmp_path / "x.npz"),
+                                 "--ema-name", "ema", "--force", *chosen])
+        assert code == 0, err
+        assert_npz_holds(tmp_path / "x.npz", {k: v for k, v in user.items() if "/d1/" in k})
+    code, _o, err = run_cli(["export", str(out / "d1"), "-o", str(tmp_path / "y.npz"),
+                             "--ema-name", "ema", "--allow-missing", "--include", "net/d2/*"])
+    assert code == 6 and "--not-swapped" in err, err
+    assert not (tmp_path / "y.npz").exists()
