@@ -247,4 +247,21 @@ class RecordedStatementWarning(UserWarning):
     not on the caller's ``not_swapped=``/``fit_order=``: the Python counterpart of the note
     ``ckpt`` prints (and of ``--json``'s ``"not_swapped_record"``/``"fit_order_record"``).
     ``stated`` lists the statements (``"not_swapped"``, ``"fit_order"``), ``record`` the file.
+
+    Also issued where a TF checkpoint's pairing rests on what a ckpt_tools writer recorded of
+    the statements its input was read under (``restore-ema --averages-only``'s
+    ``.restored.json``, the ``_CKPT_TOOLS_RECORD`` key a statement-marked output carries:
+    ``"averages_only"``, ``"no_meta"``, ``"saver_def_wrote"``, ``"not_swapped"``), which every
+    ``ckpt`` read of it repeats as a note or warning (:mod:`~ckpt_tools.stated_python`);
+    ``notes`` then holds those lines.
+    """
+
+
+class StatementWarning(UserWarning):
+    """The caller's own statement decides a pairing that what the file records makes
+    doubtful: ``averages_only=True`` read keys named as averages that the ``.meta``'s save op
+    wrote from their variables outside an evaluation graph, so a training run's
+    ``Saver(ema.variables_to_restore())`` wrote its raw weights under them: the Python
+    counterpart of the warning ``ckpt`` prints (:mod:`~ckpt_tools.stated_python`).
+    ``stated`` lists the statements, ``notes`` the CLI's lines.
     """

@@ -87,6 +87,12 @@ class ExportResult:
             in every element while its weight does not: most likely never updated
             (:mod:`ckpt_tools.unmoved_averages`), also in ``warnings``; ``--json`` carries it
             as ``"unmoved_averages"``.
+        stated: what the pairing of the exported averages rests on by statement, named as
+            ``--json`` names it (``"stated_averages_only"``, ``"averages_only_record"``,
+            ``"written_under"``…: :func:`~ckpt_tools.stated_python.stated_fields_of`): the
+            caller's ``averages_only``, or what a record or mark of the checkpoint states
+            (also issued as a :class:`~ckpt_tools.errors.RecordedStatementWarning`);
+            ``to_dict()`` carries its fields.
     """
 
     path: str
@@ -101,6 +107,7 @@ class ExportResult:
     stored: str | None = None
     stated_raw: dict[str, str] = field(default_factory=dict)
     unmoved: dict[str, str] = field(default_factory=dict)
+    stated: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """The ``ckpt export --json`` document."""
@@ -114,7 +121,8 @@ class ExportResult:
                 **({"stored": self.stored} if self.stored else {}),
                 **({"stated_keys_are_raw": {"pairs": dict(self.stated_raw)}}
                    if self.stated_raw else {}),
-                **({"unmoved_averages": dict(self.unmoved)} if self.unmoved else {})}
+                **({"unmoved_averages": dict(self.unmoved)} if self.unmoved else {}),
+                **self.stated}
 
 
 def _assumed(ckpt: Checkpoint, plan: dict) -> list:
@@ -128,6 +136,15 @@ def _assumed(ckpt: Checkpoint, plan: dict) -> list:
     assumed = unswapped_written(ckpt, keras_assumptions(ckpt), plan.values())
     warn_assumed(ckpt, assumed, stacklevel=4)
     return assumed
+
+
+def _stated(ckpt: Checkpoint, plan: dict) -> dict:
+    """What the pairing of the keys ``plan`` reads rests on by statement (a record's or
+    mark's, the caller's ``averages_only``), issued as a Python warning
+    (:func:`~ckpt_tools.stated_python.warn_stated`: review-33-attack-r128 F5)."""
+    from .stated_python import warn_stated
+
+    return warn_stated(ckpt, read=set(plan.values()), stacklevel=4)
 
 
 # the CLI's words a caller may pass: named as this function's own parameters, not refused
@@ -317,7 +334,7 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         stored = swapped_in(ckpt) if ema is False and not averaged else None
         return ExportResult(out_path, fmt, plan, tuple(averaged), nbytes, warnings, expected,
                             [note] * bool(note) + notes, [a.name for a in assumed], stored,
-                            stated_raw, unmoved)
+                            stated_raw, unmoved, _stated(ckpt, plan) if averaged else {})
     finally:
         opened.__exit__()
 

@@ -28,6 +28,7 @@ from .restore_plan import (
 )
 from .restore_problems import NO_VARIABLES, entry_mismatch, keras_pointer, restore_advice
 from .restore_saver import ema_saver, opened, tensorflow
+from .stated_python import stated_for
 from .tfk_order import has_open_averages
 from .user_ema_swap import unswapped_written
 from .wording import counted
@@ -48,12 +49,25 @@ class RestoreResult:
             ``trainable_variables`` order, the order ``fit()`` builds it in; an
             :class:`~ckpt_tools.errors.AssumptionWarning` says so). Empty where everything was
             proven or stated.
+        stated: what the pairing rests on by statement, named as ``ckpt restore-ema
+            --json`` names it (``"stated_averages_only"``, ``"averages_only_record"``,
+            ``"written_under"``…: :func:`~ckpt_tools.stated_python.stated_fields_of`): the
+            caller's ``averages_only``, or what a record or mark of the checkpoint states
+            (also issued as a :class:`~ckpt_tools.errors.RecordedStatementWarning`). Empty
+            where nothing was stated.
     """
 
     checkpoint: str
     averaged: dict[str, str] = field(default_factory=dict)
     raw: dict[str, str] = field(default_factory=dict)
     assumed: list[str] = field(default_factory=list)
+    stated: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """The result as plain data (``"stated"``'s fields merged, as ``--json`` has them)."""
+        return {"checkpoint": self.checkpoint, "averaged": dict(self.averaged),
+                "raw": dict(self.raw),
+                **({"assumed": list(self.assumed)} if self.assumed else {}), **self.stated}
 
 
 def _stated_checkpoint(ckpt: Checkpoint, pairs: list, trainable) -> Checkpoint:
@@ -164,6 +178,9 @@ def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
                            + restore_advice(problems, ckpt, scope_check(
                                ckpt, [k for _, k, _ in keyed], options))
                            + keras_pointer(ckpt))
+        # what the pairing rests on by statement (a record's, a mark's, averages_only=True):
+        # said as the CLI says it, never only "averaged" (ema_map warned: r128 F5)
+        result.stated.update(stated_for(ckpt, options, set(result.averaged.values())))
         if ops:
             sess.run(ops, feed_dict=feed)
         return result
@@ -308,6 +325,8 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
             v.assign(np.array(ckpt.tensor(src), copy=True))  # see restore_ema: never alias
         result.assumed.extend(a.name for a in assumed)
         warn_assumed(ckpt, assumed)
+        result.stated.update(stated_for(ckpt, map_options,  # (the map warned: r128 F5)
+                                        set(result.averaged.values())))
         return result
     finally:
         if owned:

@@ -90,9 +90,6 @@ def stated_notes(ckpt, apply_order: str | None, ema_name: str | None = None,
     from .keras_fit_order import fit_order_note
     from .keras_reassign import reassign_note
     from .pairing import lists_stated
-    from .raw_named import saved_from
-    from .raw_named_said import stated_raw_said
-    from .raw_shadows import evaluation_graph, stated_lone_averages
     from .restored_record import stated_fields
     from .save_op import written_sources
     from .swap_assumed import SLOT_STATED_NOTE, slot_pairs
@@ -178,35 +175,10 @@ def stated_notes(ckpt, apply_order: str | None, ema_name: str | None = None,
     if said:
         notes.append(f"note: {said}")
         found["stated_fit_order"] = True
-    lone = stated_lone_averages(ckpt)
-    if read is not None:  # the keys the command read, not those its --exclude left out
-        keys = set(read)
-        lone = {s: t for s, t in lone.items() if s in keys}
-    written = (written_sources(ckpt) or {}) if lone else {}
-    evaluated = any(evaluation_graph(ckpt, s) for s in lone)
-    # written from their variables by a graph that is no evaluation graph: the raw weights if
-    # a training run saved them; said as a warning, never as averages (review-26-user-u28 F1)
-    trained = [] if evaluated else [s for s, t in lone.items() if saved_from(written.get(s), t)]
-    if lone and trained:
-        notes.append(f"warning: {stated_raw_said(len(lone), trained[0])}"
-                     + loss_named_said(lone) + moments_named_said(lone))
-        found["stated_averages_only"] = {"pairs": lone, "raw_if_trained": trained}
-    elif lone:  # a TF1 Saver's keys named as averages, their variables not stored
-        notes.append(f"note: {counted(len(lone), 'key')} named as averages (e.g. "
-                     f"{next(iter(lone))}) "
-                     "are read as the averages of variables the checkpoint does not store only "
-                     "because you stated --averages-only; "
-                     + ("an evaluation graph's Saver of ema.variables_to_restore() wrote them "
-                        "from its variables: if those held their raw weights (not the averages "
-                        "it restored), so do these keys"
-                        if evaluated else
-                        ("--no-meta left the graph beside it unread, so nothing read shows "
-                         "which Saver wrote them" if getattr(ckpt, "graph_declined", False)
-                         else "no .meta records which Saver wrote them")
-                        + ": if it was a Saver of ema.variables_to_restore(), they hold the raw "
-                        "weights")
-                     + loss_named_said(lone) + moments_named_said(lone))
-        found["stated_averages_only"] = {"pairs": lone}
+    said, fields = averages_only_said(ckpt, read)  # --averages-only
+    if said:
+        notes.append(said)
+        found.update(fields)
     _trainable_notes(ckpt, layout, notes, found)
     # --saver-def-wrote, and what restore-ema's record states (noted by the CLI's
     # note_recorded): fields too (review-28-user-u30 F4)
@@ -294,3 +266,52 @@ def _saver_def_said(ckpt, crossed) -> str:
 
     return ("; or pass --saver-def-wrote instead of --not-swapped if the Saver whose SaverDef "
             "the .meta records wrote them" if saver_def_offer(ckpt) else "")
+
+
+def averages_only_said(ckpt, read=None) -> tuple[str, dict]:
+    """What :func:`stated_notes` says of the caller's own ``--averages-only``
+    (``averages_only=True``) where it pairs a TF1 Saver's keys named as averages whose
+    variables are not stored: a ``"warning: ..."`` where the ``.meta``'s save op wrote them
+    from their variables outside an evaluation graph (the raw weights if a training run saved
+    them: review-26-user-u28 F1), else a ``"note: ..."``. ``read``: as :func:`stated_notes`.
+
+    Returns:
+        `tuple[str, dict]`: the line (``""``: the statement pairs nothing read) and the
+        ``--json`` fields (``{"stated_averages_only": {"pairs": ..., "raw_if_trained":
+        [...]}}``; ``{}`` with the line ``""``).
+    """
+    from .raw_named import saved_from
+    from .raw_named_said import stated_raw_said
+    from .raw_shadows import evaluation_graph, stated_lone_averages
+    from .save_op import written_sources
+
+    lone = stated_lone_averages(ckpt)
+    if read is not None:  # the keys the command read, not those its --exclude left out
+        keys = set(read)
+        lone = {s: t for s, t in lone.items() if s in keys}
+    if not lone:
+        return "", {}
+    written = written_sources(ckpt) or {}
+    evaluated = any(evaluation_graph(ckpt, s) for s in lone)
+    # written from their variables by a graph that is no evaluation graph: the raw weights if
+    # a training run saved them; said as a warning, never as averages (review-26-user-u28 F1)
+    trained = [] if evaluated else [s for s, t in lone.items() if saved_from(written.get(s), t)]
+    if trained:
+        return (f"warning: {stated_raw_said(len(lone), trained[0])}"
+                + loss_named_said(lone) + moments_named_said(lone),
+                {"stated_averages_only": {"pairs": lone, "raw_if_trained": trained}})
+    # a TF1 Saver's keys named as averages, their variables not stored
+    return (f"note: {counted(len(lone), 'key')} named as averages (e.g. {next(iter(lone))}) "
+            "are read as the averages of variables the checkpoint does not store only "
+            "because you stated --averages-only; "
+            + ("an evaluation graph's Saver of ema.variables_to_restore() wrote them "
+               "from its variables: if those held their raw weights (not the averages "
+               "it restored), so do these keys"
+               if evaluated else
+               ("--no-meta left the graph beside it unread, so nothing read shows "
+                "which Saver wrote them" if getattr(ckpt, "graph_declined", False)
+                else "no .meta records which Saver wrote them")
+               + ": if it was a Saver of ema.variables_to_restore(), they hold the raw "
+               "weights")
+            + loss_named_said(lone) + moments_named_said(lone),
+            {"stated_averages_only": {"pairs": lone}})

@@ -325,3 +325,64 @@ def test_ema_saver_restore_refusal_says_how_to_state_it(made, tf):
         got = restored(checkpoint=ckpt)
     for n in ("w", "b"):
         assert _bits(got[n]) == _bits(truth[f"avg:ema:{n}"]), n
+
+
+def test_python_says_what_the_pairing_rests_on(made, tmp_path, tf):
+    """review-33-attack-r128 F5: of restore-ema --averages-only's output of the vtr training
+    run (in place, and its .index+.data copy, where only the _CKPT_TOOLS_RECORD key states
+    it), export_weights / ema_map / restore_ema said nothing of the statement every CLI read
+    repeats, and called the keys' values averaged: they are the RAW weights (truth from the
+    session). Each now issues a RecordedStatementWarning and says it in ``stated``; the
+    caller's own averages_only=True over keys the .meta's save op wrote from their variables
+    a StatementWarning, as the CLI warns."""
+    import shutil
+    import warnings
+
+    import ckpt_tools
+
+    out, truth = made
+    code, _, err = run_cli(["restore-ema", "--averages-only", str(out / "vtr"),
+                            "--out", str(tmp_path / "r")])
+    assert code == 0, err
+    (tmp_path / "c").mkdir()
+    for f in (tmp_path / "r").glob("model.ckpt.*"):
+        if f.suffix == ".index" or ".data" in f.name:
+            shutil.copy(f, tmp_path / "c" / f.name)
+    v1 = tf.compat.v1
+
+    def caught(call, *args, **kw):
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            got = call(*args, **kw)
+        return got, [w for w in said if issubclass(w.category, (
+            ckpt_tools.RecordedStatementWarning, ckpt_tools.StatementWarning))]
+
+    def restored(path, **kw):
+        with tf.Graph().as_default():
+            w = v1.get_variable("w", [3, 2])
+            v1.get_variable("b", [2])
+            with v1.Session() as sess:
+                sess.run(v1.global_variables_initializer())
+                result = ckpt_tools.restore_ema(sess, path, **kw)
+                return result, sess.run(w)
+
+    for d in ("r", "c"):
+        path = str(tmp_path / d / "model.ckpt")
+        got, said = caught(ckpt_tools.export_weights, path, tmp_path / f"{d}.npz")
+        assert [w.category for w in said] == [ckpt_tools.RecordedStatementWarning], said
+        assert said[0].message.stated == ["averages_only"], said[0].message
+        assert "--averages-only" in str(said[0].message) and "raw weights" in str(said[0].message)
+        assert got.stated["stated_averages_only"]["raw_if_trained"], got.stated
+        assert got.to_dict()["averages_only_record"] == got.stated["averages_only_record"]
+        assert _bits(np.load(tmp_path / f"{d}.npz")["w"]) == _bits(truth["vtr:raw:w"])
+        _, said = caught(ckpt_tools.ema_map, path)
+        assert [w.category for w in said] == [ckpt_tools.RecordedStatementWarning], said
+        (result, w), said = caught(restored, path)
+        assert [w.category for w in said] == [ckpt_tools.RecordedStatementWarning], said
+        assert result.stated["stated_averages_only"]["raw_if_trained"], result
+        assert _bits(w) == _bits(truth["vtr:raw:w"])  # what the statement, not the file, made
+    (result, w), said = caught(restored, str(out / "vtr"), averages_only=True)
+    assert [w.category for w in said] == [ckpt_tools.StatementWarning], said
+    assert "raw weights" in str(said[0].message), said[0].message
+    assert result.stated["stated_averages_only"]["raw_if_trained"], result
+    assert _bits(w) == _bits(truth["vtr:raw:w"])

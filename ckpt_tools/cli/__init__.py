@@ -10,7 +10,7 @@ import gc
 import sys
 import warnings
 
-from ..errors import AssumptionWarning, RecordedStatementWarning
+from ..errors import AssumptionWarning, RecordedStatementWarning, StatementWarning
 from ._run import plain_list, run_list
 
 
@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> None:
     # notes (and --json "assumed"), so Python's warning line would only repeat them.
     warnings.filterwarnings("ignore", category=AssumptionWarning)
     warnings.filterwarnings("ignore", category=RecordedStatementWarning)  # its notes say it
+    warnings.filterwarnings("ignore", category=StatementWarning)  # and its warning
     plain = plain_list(sys.argv[1:])
     if plain is not None:
         if argv is None:

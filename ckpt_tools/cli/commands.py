@@ -19,7 +19,12 @@ import typer
 from typer import _click
 from typer.core import TyperCommand, TyperGroup
 
-from ..errors import AssumptionWarning, ExitCode, RecordedStatementWarning
+from ..errors import (
+    AssumptionWarning,
+    ExitCode,
+    RecordedStatementWarning,
+    StatementWarning,
+)
 from ._output import Output, clean_message
 from ._run import EXIT_INTERRUPTED
 from ._run import quiet_stdout as _quiet_stdout
@@ -295,7 +300,8 @@ def _warnings_to_output() -> Iterator[None]:
     previous = warnings.showwarning
 
     def show(message, category, filename, lineno, file=None, line=None) -> None:
-        if issubclass(category, (AssumptionWarning, RecordedStatementWarning)):
+        if issubclass(category, (AssumptionWarning, RecordedStatementWarning,
+                                 StatementWarning)):
             return  # the Python API's note: the command prints its own (and --json "assumed")
         Output().warning(f"{category.__name__}: {' '.join(str(message).split())}")
 
