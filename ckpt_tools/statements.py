@@ -308,10 +308,7 @@ def averages_only_said(ckpt, read=None) -> tuple[str, dict]:
                "from its variables: if those held their raw weights (not the averages "
                "it restored), so do these keys"
                if evaluated else
-               ("--no-meta left the graph beside it unread, so nothing read shows "
-                "which Saver wrote them" if getattr(ckpt, "graph_declined", False)
-                else "no .meta records which Saver wrote them")
-               + ": if it was a Saver of ema.variables_to_restore(), they hold the raw "
-               "weights")
+               "no .meta records which Saver wrote them: if it was a Saver of "
+               "ema.variables_to_restore(), they hold the raw weights")
             + loss_named_said(lone) + moments_named_said(lone),
             {"stated_averages_only": {"pairs": lone}})

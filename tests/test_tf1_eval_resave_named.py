@@ -411,14 +411,3 @@ def test_tower_resave_in_place_says_what_its_save_op_wrote(made, tmp_path):
         assert code == 6 and "pass --averages-only" in line, (kind, line)
         assert not (tmp_path / f"{kind}.npz").exists()
     assert truth["4:raw:fc/w"].tobytes() != truth[f"4:{name}:fc/w"].tobytes()
-
-
-def test_no_meta_note_says_the_graph_was_left_unread(made, tmp_path):
-    """review-33-attack-r126 N2: under --no-meta the --averages-only note said "no .meta
-    records which Saver wrote them" with the re-save's .meta right beside it."""
-    out, _ = made
-    code, line = _export(out / "sv_fast_net" / "model.ckpt-4", "--ema-name", "fast",
-                         "--no-meta", "--averages-only", dst=tmp_path / "f.npz")
-    assert code == 0, line
-    assert "--no-meta left the graph beside it unread" in line, line
-    assert "no .meta records" not in line, line
