@@ -17,6 +17,7 @@ from importlib import metadata
 import numpy as np
 
 from ckpt_tools.formats.bundle import BundleReader
+from ckpt_tools.tools_mark import RECORD_KEY
 
 _COMPARE_CHUNK = 8 * 1024 * 1024
 _LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch.py")
@@ -216,9 +217,10 @@ def compare_bakes(ours: str, theirs: str, source: str, ema_suffix: str) -> dict:
     """
     a, b, src = (BundleReader(p, verify=True) for p in (ours, theirs, source))
     try:
-        mismatches = sorted(set(a.entries) ^ set(b.entries))
+        # ours carries its mark (its plain names hold the averages), which TF's Savers ignore
+        mismatches = sorted((set(a.entries) - {RECORD_KEY}) ^ set(b.entries))
         nbytes = 0
-        for key in sorted(set(a.entries) & set(b.entries)):
+        for key in sorted(set(a.entries) & set(b.entries) - {RECORD_KEY}):
             ea, eb = a.entries[key], b.entries[key]
             if (ea.dtype, ea.shape) != (eb.dtype, eb.shape) or not _same_bytes(a.raw(ea),
                                                                               b.raw(eb)):
@@ -231,7 +233,8 @@ def compare_bakes(ours: str, theirs: str, source: str, ema_suffix: str) -> dict:
                 applied &= _same_bytes(a.raw(a.entries[key]), src.raw(shadow))
                 applied &= not _same_bytes(src.raw(entry), src.raw(shadow))
         return {"identical": not mismatches, "ema_applied": bool(applied),
-                "tensors": len(a.entries), "bytes": nbytes, "mismatches": mismatches[:5]}
+                "tensors": len(set(a.entries) - {RECORD_KEY}), "bytes": nbytes,
+                "mismatches": mismatches[:5]}
     finally:
         for r in (a, b, src):
             r.close()

@@ -21,6 +21,7 @@ from .average_renamed_doubt import refuse_renamed_doubt
 from .average_result import AverageResult
 from .average_tensors import accumulate, add_tensor, read_released
 from .average_unknown import check_unknown_carried, unknown_to_carry
+from .average_weights import output_weights, refuse_mixed_weights
 from .checkpoint import Checkpoint
 from .emamap import ema_map, proven_pairs
 from .errors import EmaError, UnsupportedFormatError
@@ -175,6 +176,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
     from .bake_outputs import checkpoint_names, saved_model_stage
 
     check_compatible(ckpts)
+    refuse_mixed_weights(ckpts, ema)  # a restore-ema output's averages with raw weights (r128)
     newest = ckpts[-1]
     for c in ckpts:  # no whole tensor to average or copy (review-15-attack-r29 F3)
         k, what = next(iter(getattr(c.reader, "partial", {}).items()), (None, ""))
@@ -242,9 +244,11 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
         prefix = os.path.join(work, name)
         averaged, copied, nbytes, nonfinite = _write_average(
             ckpts, prefix, source_of, to_average, progress, stage.shown,
-            average_mark(ckpts, carry, unknown, bake, newest.with_meta(use_meta), unread,
-                         bake and rewrites_misleading(newest.with_meta(use_meta), source_of,
-                                                      to_average), source_of, to_average),
+            output_weights(average_mark(
+                ckpts, carry, unknown, bake, newest.with_meta(use_meta), unread,
+                bake and rewrites_misleading(newest.with_meta(use_meta), source_of, to_average),
+                source_of, to_average), ckpts, ema, bake, source_of,
+                (pairing or {}).get("ema_name")),
             dropped)
         carried: list[str] = []
         records: list[str | None] = []

@@ -334,7 +334,8 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
         if not state_file and not ckpt.meta_unread:
             graph = ckpt.location.saved_model
         own = own_doubt(ckpt, source_of, {*raw, *dropped})
-        add_mark(writer, written_mark(ckpt, read, unread, graph, own, source_of))
+        add_mark(writer, written_mark(ckpt, read, unread, graph, own, source_of,
+                                      left_raw(ckpt, m, strip, add), m.ema_name))
         files += writer.finish()
     if state_file:  # a checkpoint (not a SavedModel's variables/): the statements it needs
         record = write_record(prefix, _stated_for(ckpt, prefix + ".meta" in files, read),
@@ -344,6 +345,15 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
         files.append(write_state_file(work, name, shown))
     return BakeResult(prefix=prefix, files=files, replaced=replaced, copied=copied,
                       dropped=dropped, nbytes=nbytes, ema_map=m, warnings=warnings)
+
+
+def left_raw(ckpt: Checkpoint, m: EmaMap, strip: str | None = None,
+             add: str | None = None) -> list[str]:
+    """The output keys of variables the filters of ``m`` left as stored although their
+    averages are stored (``--exclude model/b``: ``model/b``), re-scoped as written."""
+    entries = ckpt.entries()
+    return sorted(rescope(k, strip, add) if strip or add else k
+                  for k in m.filtered_averages if k in entries)
 
 
 def read_keys(source_of: dict[str, str]) -> frozenset[str]:
@@ -373,7 +383,28 @@ def own_doubt(ckpt: Checkpoint, source_of: dict[str, str], unwritten=()) -> dict
 
 def written_mark(ckpt: Checkpoint, read=None, unread: str | None = None,
                  graph: str | None = None, own: dict | None = None,
-                 source_of: dict[str, str] | None = None) -> dict | None:
+                 source_of: dict[str, str] | None = None, raw=(),
+                 ema_name: str | None = None) -> dict | None:
+    """:func:`said_mark` of restore-ema's output of ``ckpt``, saying too that its keys named
+    as the variables hold their averages (except ``raw``: the keys named as variables the
+    filters left as stored although their averages are), wherever ``read`` (the keys written
+    from others) is not empty: a TF checkpoint shows it nowhere else, and ``ckpt average``
+    of the output with a raw checkpoint averaged averages with raw weights, ``export --raw``
+    labelled the averages raw (review-33-attack-r128 F1); ``ema_name``: the EMA object's
+    name they are the averages of.
+
+    Returns:
+        `dict`, or ``None`` where there is nothing to say.
+    """
+    from .weights_mark import with_weights
+
+    mark = said_mark(ckpt, read, unread, graph, own, source_of)
+    return with_weights(mark, "ckpt restore-ema", raw, ema_name) if read else mark
+
+
+def said_mark(ckpt: Checkpoint, read=None, unread: str | None = None,
+              graph: str | None = None, own: dict | None = None,
+              source_of: dict[str, str] | None = None) -> dict | None:
     """The mark (:mod:`~ckpt_tools.tools_mark`) restore-ema's output of ``ckpt`` carries in
     its bundle: the statements it was read under (``--averages-only``, ``--saver-def-wrote``,
     ``--not-swapped`` stated by the user; ``--no-meta`` where it left ``unread``

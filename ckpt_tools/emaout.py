@@ -236,7 +236,15 @@ def _stream_to_url(ckpt: Checkpoint, directory: str, name: str | None, overwrite
     ``.meta``, the ``.index`` that commits the checkpoint and the ``checkpoint`` state file,
     in that order, under the writer lock
     (:class:`~ckpt_tools.formats.remote_stream.CheckpointStream`)."""
-    from .bake import DROPPED_META, bake_plan, dropped_any, own_doubt, read_keys, written_mark
+    from .bake import (
+        DROPPED_META,
+        bake_plan,
+        dropped_any,
+        left_raw,
+        own_doubt,
+        read_keys,
+        written_mark,
+    )
     from .bake_tensors import raw_left_out, write_baked
     from .formats._io import close_map, map_file
     from .formats._write import check_file_name
@@ -281,7 +289,8 @@ def _stream_to_url(ckpt: Checkpoint, directory: str, name: str | None, overwrite
             add_mark(writer, written_mark(view, read_keys(source_of), unread,
                                           meta_src if meta else None,
                                           own_doubt(view, source_of, {*raw, *dropped}),
-                                          source_of))
+                                          source_of, left_raw(view, m, strip, add),
+                                          m.ema_name))
             index = writer.finish_stream()
         out.done(data)
         if meta:  # before the .index that commits the checkpoint (review-28-attack-r102 F2)

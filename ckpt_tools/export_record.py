@@ -8,7 +8,9 @@ The record, in each format's own metadata slot, which every reader of the arrays
   or ``--allow-missing`` where no average exists), ``"stored"`` (``--raw`` on a file whose own
   weights are the averages if it was saved with its EMA swapped in, which it cannot show:
   :func:`swapped_in`; with ``"weights_are_averages": true`` where ``ckpt restore-ema``
-  wrote the file, whose weights then are the averages: :mod:`ckpt_tools.restored_mark`) or
+  wrote the file, whose weights then are the averages: :mod:`ckpt_tools.restored_mark`,
+  or ``ckpt restore-ema`` / ``ckpt average --ema --bake`` wrote the TF checkpoint:
+  :func:`weights_marked`) or
   ``"mixed"`` (some written raw beside the averages, e.g. batch-norm
   statistics no optimizer averages);
 * ``"raw"``: with ``"mixed"``, the names written raw;
@@ -75,6 +77,8 @@ def swapped_in(ckpt) -> str | None:
     layout = getattr(ckpt.reader, "keras", None)
     if layout is not None and checkpoint_mark(ckpt) is not None:  # they are (u19 F10)
         return MARKED
+    if layout is None and weights_marked(ckpt):  # a TF output of ours (r128 F1)
+        return weights_marked(ckpt)
     if layout is not None:
         if layout.use_ema is False or by_tf_keras(ckpt):
             return None
@@ -90,6 +94,35 @@ def swapped_in(ckpt) -> str | None:
     return None
 
 
+def weights_marked(ckpt) -> str | None:
+    """What the mark inside the TF checkpoint ``ckpt`` (:mod:`~ckpt_tools.tools_mark`) says
+    of its keys named as variables where a writer of ours put the averages there
+    (``ckpt restore-ema``, ``ckpt average --ema --bake``: review-33-attack-r128 F1);
+    ``None`` where it says nothing of them.
+
+    Returns:
+        `str`: words for the summary, naming the writer.
+    """
+    from .weights_mark import weights_averaged
+
+    by = weights_averaged(getattr(ckpt, "tools_mark", None))
+    if by is None:
+        return None
+    return f"{by} wrote this file: its keys named as variables hold the averages"
+
+
+def weights_proven(ckpt) -> bool:
+    """Whether the mark inside ``ckpt`` says its writer put the averages into every key named
+    as a variable that has one (:func:`weights_marked`), under no statement (``stated``:
+    ``--averages-only``, ``--no-meta``… decided what they hold) and no filter leaving some
+    raw."""
+    from .tools_mark import stated_of
+    from .weights_mark import raw_weights
+
+    mark = getattr(ckpt, "tools_mark", None)
+    return bool(weights_marked(ckpt)) and not raw_weights(mark) and not stated_of(mark)
+
+
 def checkpoint_record(ckpt, plan: dict[str, str], averaged, raw: bool = False) -> dict:
     """:func:`values_record` of an export of ``ckpt``, with the statements its EMA pairing
     took (``--not-swapped``, the trainer's run record, ``--fit-order``) and what it assumed;
@@ -98,9 +131,15 @@ def checkpoint_record(ckpt, plan: dict[str, str], averaged, raw: bool = False) -
 
     if raw and not averaged and swapped_in(ckpt):
         from .restored_mark import MARKED
+        from .weights_mark import raw_weights
 
-        return {"values": "stored", **({"weights_are_averages": True}
-                                       if swapped_in(ckpt) == MARKED else {})}
+        said = swapped_in(ckpt)
+        marked = said == MARKED or said == weights_marked(ckpt)
+        left = set(raw_weights(getattr(ckpt, "tools_mark", None)))
+        left = [name for name, src in plan.items() if src in left]
+        if marked and left:  # --exclude left them raw beside the averages
+            return {"values": "mixed", "raw": left}
+        return {"values": "stored", **({"weights_are_averages": True} if marked else {})}
     if not averaged:
         return values_record(plan, averaged)
     stated = [name for name in ("not_swapped", "fit_order") if getattr(ckpt, name, False)]

@@ -217,6 +217,7 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
         raw_named=raw_named, meta_note=doubt_note(ckpt),
         raw_offer=raw_offer(ckpt, raw_named, decide or {}))
     listing.marked = marked
+    listing.weights = _weights(ckpt)
     if ckpt.objects is not None and listing.any_ema:  # what export would warn (u32 F2)
         from .orphan_averages import orphan_warnings
 
@@ -283,6 +284,20 @@ def list_names(checkpoint: str | os.PathLike | Checkpoint, *,
         finally:
             if owned:
                 ckpt.close()
+
+
+def _weights(ckpt: Checkpoint) -> dict | None:
+    """What the mark inside a TF checkpoint says of its keys named as variables
+    (:func:`~ckpt_tools.tools_mark.with_weights`): ``{"averages": True, "by": <writer>}``
+    (``"raw"``: those left as stored), or ``None`` where it says nothing of them."""
+    from .weights_mark import raw_weights, weights_averaged
+
+    mark = getattr(ckpt, "tools_mark", None)
+    by = weights_averaged(mark)
+    if by is None:
+        return None
+    raw = raw_weights(mark)
+    return {"averages": True, "by": by, **({"raw": raw} if raw else {})}
 
 
 def _ema_evidence(layout, ckpt) -> dict | None:

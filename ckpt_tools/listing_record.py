@@ -102,7 +102,7 @@ class Listing(Record):
                "any_ema", "with_shadow", "expected", "by_key", "shards", "ema_evidence",
                "frozen", "saved_model", "unproven", "assumed", "copies_equal", "raw_expected",
                "raw_named", "meta_note", "stated", "said", "raw_offer", "orphans", "marked",
-               "fit_order_pairs")
+               "fit_order_pairs", "weights")
     _repr = tuple(f for f in _fields if f != "by_key")
 
     def __init__(self, checkpoint: str, format: str, meta: str | None,  # noqa: A002
@@ -143,6 +143,9 @@ class Listing(Record):
         self.orphans: list[str] = []  # orphan_averages' warnings, the list command's words
         self.marked: dict[str, str] = {}  # key -> its name without the '?' shown (order_marks)
         self.fit_order_pairs: list[str] = []  # weights only fit()'s order pairs (assumed)
+        # a TF output of ours whose keys named as variables hold the averages (its mark's
+        # "weights": tools_mark.with_weights; review-33-attack-r128 F1)
+        self.weights: dict | None = None
 
     @property
     def decides(self) -> str | None:
@@ -203,6 +206,7 @@ class Listing(Record):
             "raw_named": self.raw_named,
             **({"assumed": self.assumed} if self.assumed else {}),
             **({"fit_order_pairs": self.fit_order_pairs} if self.fit_order_pairs else {}),
+            **({"weights": self.weights} if self.weights else {}),
             **({"meta_note": self.meta_note} if self.meta_note else {}),
             **self.stated,
             **({"warnings": self.orphans} if self.orphans else {}),
@@ -235,6 +239,7 @@ class Listing(Record):
             "raw_named": self.raw_named,
             **({"assumed": self.assumed} if self.assumed else {}),
             **({"fit_order_pairs": self.fit_order_pairs} if self.fit_order_pairs else {}),
+            **({"weights": self.weights} if self.weights else {}),
             **({"meta_note": self.meta_note} if self.meta_note else {}),
             **self.stated,
             **({"warnings": self.orphans} if self.orphans else {}),

@@ -20,6 +20,9 @@ What it says (:func:`mark_doc`):
   the carried graph is still beside it, that graph doubts it as before. Its
   ``graph_proved`` lists what the inputs' graph proved beyond that, which no statement lifts
   (:mod:`~ckpt_tools.own_graph_doubt`); carried into every output written from it.
+* ``weights``: where the writer put the averages into the keys named as the variables
+  (:mod:`~ckpt_tools.weights_mark`, review-33-attack-r128 F1); a mark without it (every
+  mark written before) says nothing of them: read as before.
 * ``stated``: the statements the output was written under (``--averages-only``,
   ``--saver-def-wrote``, ``--not-swapped``, ``--no-meta`` over a graph or mark that decides
   or doubts its input's names: :mod:`~ckpt_tools.no_meta_mark`), repeated by every read of it
@@ -37,7 +40,7 @@ from .errors import CorruptCheckpointError
 from .own_graph_doubt import GRAPH_OF_INPUT, PROVED, PROVED_KEY, proved_of
 
 __all__ = ["RECORD_KEY", "add_mark", "graph_written", "mark_doc", "merged", "names_doubted",
-           "stated_notes", "stated_of", "take_mark"]
+           "empty_mark", "stated_notes", "stated_of", "take_mark"]
 
 #: The key our writers add to a checkpoint they mark.
 RECORD_KEY = "_CKPT_TOOLS_RECORD"
@@ -193,10 +196,13 @@ def add_mark(writer, doc: dict | None) -> None:
         return
     import json
 
-    import numpy as np
+    from .formats.dtypes import STRING
+    from .formats.strings import encode_strings
 
-    data = json.dumps(doc, sort_keys=True).encode("utf-8")
-    writer.add_array(RECORD_KEY, np.array(data, dtype=object))
+    # a scalar DT_STRING, encoded without NumPy: restore-ema copies stored bytes and marks
+    # every output (its plain names hold the averages), never importing it
+    data, crc = encode_strings([json.dumps(doc, sort_keys=True).encode("utf-8")])
+    writer.add_bytes(RECORD_KEY, STRING, (), data, crc)
 
 
 def take_mark(reader, path: str) -> dict | None:
@@ -259,6 +265,12 @@ def _well_formed(doc: dict) -> bool:
                 or not (isinstance(d.get("origins", []), list) and all(
                     _strings(x) and len(x) == 2 for x in d.get("origins", []))):
             return False
+    w = doc.get("weights")
+    if w is not None and not (isinstance(w, dict) and w.get("averages") is True
+                              and isinstance(w.get("by", ""), str)
+                              and isinstance(w.get("ema_name", ""), str)
+                              and _strings(w.get("raw", []))):
+        return False
     s = doc.get("stated")
     if s is None:
         return True
@@ -348,6 +360,12 @@ def output_mark(inputs, stated: dict | None = None, doubted: dict | None = None,
             docs.append(mark_doc(None, {"not_swapped": True}, by))
         docs.append(_carried(doc, c.path, by))
     return merged(*docs)
+
+
+def empty_mark() -> dict:
+    """A mark that says nothing yet, for a writer to fill
+    (:func:`~ckpt_tools.weights_mark.with_weights`)."""
+    return {"kind": _KIND, "version": 1}
 
 
 def _carried(doc: dict, path: str, by: str) -> dict:

@@ -253,6 +253,16 @@ def _summary(out: Output, listing: Listing) -> None:
         out.summary(f"EMA: the file does not prove the pairing of the optimizer's EMA copies "
                     f"with the {listing.expected} {what}: pass {listing.decides} to decide "
                     "('ckpt export' says why)")
+    elif listing.with_shadow and listing.weights and not listing.assumed:
+        # restore-ema's (or a bake's) TF output: its plain names hold the averages (r128 F1)
+        raw = listing.weights.get("raw") or []
+        out.summary(f"EMA: {listing.weights['by']} wrote this file: its keys named as "
+                    "variables hold the averages"
+                    + (f", except {counted(len(raw), 'weight')} left as stored (e.g. {raw[0]})"
+                       if raw else "")
+                    + f" ({listing.with_shadow} of "
+                    f"{listing.expected} {what} {agreeing(listing.with_shadow, 'has', 'have')} "
+                    "a shadow; 'ckpt export --raw' writes the keys named as variables)")
     elif listing.with_shadow:
         swap = "not_swapped" in listing.assumed  # refused by the commands that use them
         others = [a for a in listing.assumed if a != "not_swapped"]
