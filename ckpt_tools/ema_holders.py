@@ -234,7 +234,10 @@ def _holder_offers(ckpt: Checkpoint, each: dict[tuple[str, ...], list[tuple[str,
             unlisted.append(f"{'/'.join(holder) or 'the root'}'s {len(exclude)}")
         elif _alone(ckpt, ema_name, exclude, each[holder],
                     every - {a for _w, a in each[holder]}):
-            offers.append(option_text(ema_name, exclude, False))
+            offer = option_text(ema_name, exclude, False)
+            # holders keeping the same averages (one list saved under two attributes) need
+            # the same --exclude: offered once (review-33-attack-r127 m1)
+            offers += [] if offer in offers else [offer]
     return offers, unlisted
 
 

@@ -77,6 +77,10 @@ save("all_plus", {**F, "b": m.b, "c": m.c}, model=m, all=[F["e1w"], F["e1b"], F[
      g=[F["e1w"], F["e1b"]], d=[F["e2w"], F["e2c"]])
 save("g_d_all", {**F, "c": m.c}, model=m, g=[F["e1w"], F["e1b"]], d=[F["e2c"]],
      all=[F["e1w"], F["e1b"], F["e2c"]])
+# review-33-attack-r127 m1: two holders keep the same average (one list saved twice)
+save("twice", {"model/gen/w": e1.average(w), "model/gen/b": e1.average(b)},
+     model=module(gen=gen),
+     a=[e1.average(w)], a2=[e1.average(w)], o=[e1.average(b)])
 np.savez(os.path.join(out, "truth.npz"), **truth)
 """
 
@@ -219,3 +223,25 @@ def test_an_attribute_named_like_one_object_holding_anothers_average_is_refused(
                                 "--out", str(tmp_path / "x.npz")])
         assert code == 6, (extra, err)
         assert not (tmp_path / "x.npz").exists()
+
+
+def test_holders_keeping_the_same_averages_get_one_offer(made, tmp_path):
+    """Two attributes holding the same average (``a``, ``a2``) beside a third holder: the
+    split refusal listed ``--exclude 'model/gen/b'`` twice, once per holder
+    (review-33-attack-r127 m1); each offer is printed once and exports its holder's
+    averages bit for bit."""
+    out, truth = made
+    code, _o, err = run_cli(["export", str(out / "twice"), "-o", str(tmp_path / "x.npz"),
+                             "--ema-name", "ema"])
+    assert code == 6, err
+    line = " ".join(err.split())
+    offers = printed_offers(line)
+    assert len(offers) == 2 and offers[0] != offers[1], line
+    for i, args in enumerate(offers):
+        code, _o, err = run_cli(["export", str(out / "twice"), "-o", str(tmp_path / f"{i}.npz"),
+                                 *args])
+        assert code == 0, (args, err)
+        with np.load(tmp_path / f"{i}.npz") as z:
+            names = set(z.files)
+        assert names in ({"model/gen/w"}, {"model/gen/b"}), (args, names)
+        assert_npz_holds(tmp_path / f"{i}.npz", {k: _of(truth, "twice")[k] for k in names})
