@@ -316,12 +316,14 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         # refuses an .h5 whose layers, or a layer's weights, Keras would fill otherwise
         order = read_order(plan, fmt, ckpt, weights)
         ckpt.plan_reads(order)
-        record = checkpoint_record(ckpt, plan, averaged, raw=ema is False)  # said in the file
+        record = checkpoint_record(  # said in the file, with what its pairing rests on
+            ckpt, plan, averaged, raw=ema is False, apply_order=map_options.get("apply_order"),
+            no_meta=map_options.get("use_meta") is False)
         if progress_total:  # the bytes written, not the file's (review-29-user-u31 F1)
             progress_total(written_bytes(ckpt, plan, fmt, weights))
         with atomic_file(out_path, inputs, overwrite=overwrite, create_parents=True) as tmp:
-            nbytes = (WRITERS[fmt](ckpt, plan, tmp, progress, weights) if fmt == "h5" else
-                      WRITERS[fmt](ckpt, plan, tmp, progress, record))
+            nbytes = (WRITERS[fmt](ckpt, plan, tmp, progress, weights, record)
+                      if fmt == "h5" else WRITERS[fmt](ckpt, plan, tmp, progress, record))
             if fmt == "h5" and mark_averages and averaged and not map_options.get(
                     "allow_missing"):
                 from .keras_assumed import keras_assumptions  # values compared once: memo

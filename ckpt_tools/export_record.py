@@ -14,12 +14,17 @@ The record, in each format's own metadata slot, which every reader of the arrays
   ``"mixed"`` (some written raw beside the averages, e.g. batch-norm
   statistics no optimizer averages);
 * ``"raw"``: with ``"mixed"``, the names written raw;
-* ``"stated"`` / ``"assumed"``: what the EMA pairing rests on (``not_swapped``, ``fit_order``:
-  :mod:`ckpt_tools.keras_assumed`), where anything does.
+* ``"stated"`` / ``"assumed"``: what the EMA pairing rests on, where anything does: the
+  statements taken (``averages_only``, ``not_swapped``, ``fit_order``, ``apply_order``…,
+  and those the input's own mark says it was written under: :func:`pairing_statements`,
+  review-33-attack-r128 F2) and what was assumed unstated (``fit_order``:
+  :mod:`ckpt_tools.keras_assumed`).
 
 ``.npz``: the archive comment, ``{"ckpt_tools": {...}}`` (``zipfile.ZipFile(p).comment``;
 ``np.load`` gives the arrays as before). ``.safetensors``: ``__metadata__`` keys of the same
-names, whose values are strings as the format requires (lists JSON-encoded).
+names, whose values are strings as the format requires (lists JSON-encoded). ``.h5``: the
+root attribute ``ckpt_tools``, the record as JSON (beside which ``restore-ema --format h5``
+adds its mark: :mod:`ckpt_tools.restored_mark`).
 """
 
 from __future__ import annotations
@@ -123,10 +128,12 @@ def weights_proven(ckpt) -> bool:
     return bool(weights_marked(ckpt)) and not raw_weights(mark) and not stated_of(mark)
 
 
-def checkpoint_record(ckpt, plan: dict[str, str], averaged, raw: bool = False) -> dict:
+def checkpoint_record(ckpt, plan: dict[str, str], averaged, raw: bool = False,
+                      apply_order: str | None = None, no_meta: bool = False) -> dict:
     """:func:`values_record` of an export of ``ckpt``, with the statements its EMA pairing
-    took (``--not-swapped``, the trainer's run record, ``--fit-order``) and what it assumed;
-    ``raw``: a ``--raw`` export, whose values are ``"stored"`` where :func:`swapped_in`."""
+    took (:func:`pairing_statements`) and what it assumed; ``raw``: a ``--raw`` export, whose
+    values are ``"stored"`` where :func:`swapped_in` (with the statements a mark inside the
+    file says its plain names were written under)."""
     from .keras_assumed import keras_assumptions
 
     if raw and not averaged and swapped_in(ckpt):
@@ -137,11 +144,61 @@ def checkpoint_record(ckpt, plan: dict[str, str], averaged, raw: bool = False) -
         marked = said == MARKED or said == weights_marked(ckpt)
         left = set(raw_weights(getattr(ckpt, "tools_mark", None)))
         left = [name for name, src in plan.items() if src in left]
+        stated = _written_under(ckpt) if marked else []
         if marked and left:  # --exclude left them raw beside the averages
-            return {"values": "mixed", "raw": left}
-        return {"values": "stored", **({"weights_are_averages": True} if marked else {})}
+            return {"values": "mixed", "raw": left, **({"stated": stated} if stated else {})}
+        return {"values": "stored", **({"weights_are_averages": True} if marked else {}),
+                **({"stated": stated} if stated else {})}
     if not averaged:
         return values_record(plan, averaged)
-    stated = [name for name in ("not_swapped", "fit_order") if getattr(ckpt, name, False)]
+    stated = pairing_statements(ckpt, plan, apply_order, no_meta)
     assumed = [a.name for a in keras_assumptions(ckpt)]
     return values_record(plan, averaged, stated, assumed)
+
+
+#: The statements a mark inside a checkpoint, or restore-ema's record beside it, can say its
+#: input was read under (:mod:`~ckpt_tools.tools_mark`, :mod:`~ckpt_tools.restored_record`).
+_MARKED = ("averages_only", "saver_def_wrote", "not_swapped", "no_meta")
+
+
+def _written_under(ckpt) -> list[str]:
+    """The statements the file ``ckpt`` says it was written under: its mark's ``stated``,
+    and ``--averages-only`` where restore-ema's record beside it states it."""
+    from .tools_mark import stated_of
+
+    said = stated_of(getattr(ckpt, "tools_mark", None))
+    record = getattr(ckpt, "restored_record", None)
+    recorded = record[1] if record and isinstance(record[1], dict) else {}
+    return [k for k in _MARKED if said.get(k) or recorded.get(k)]
+
+
+def pairing_statements(ckpt, plan: dict[str, str], apply_order: str | None = None,
+                       no_meta: bool = False) -> list[str]:
+    """What an export of ``ckpt`` writing ``plan`` (output name -> source key) pairs its
+    averages on besides what the file proves (review-33-attack-r128 F2): ``averages_only``
+    where ``--averages-only`` read keys of ``plan`` as averages, ``saver_def_wrote``,
+    ``not_swapped``, ``fit_order``, ``apply_order`` (``--apply-order`` given), the Keras
+    statements (``use_ema``, ``optimizer``, ``trainable``), ``no_meta`` (``--no-meta`` over a
+    graph or mark that decides or doubts the names), and those a mark inside the file (or
+    restore-ema's record beside it) says it was written under (:func:`_written_under`).
+
+    Returns:
+        `list[str]`: the statements' names, each once (``[]``: none).
+    """
+    from .restored_record import recorded_statements
+
+    stated = [k for k in ("averages_only", "saver_def_wrote")
+              if k in recorded_statements(ckpt, set(plan.values()))]
+    stated += [k for k in ("not_swapped", "fit_order") if getattr(ckpt, k, False)]
+    stated += ["apply_order"] if apply_order else []
+    layout = getattr(ckpt.reader, "keras", None)
+    if layout is not None:
+        stated += ["use_ema"] if layout.ema_source == "stated" else []
+        stated += ["optimizer"] if getattr(layout, "stated_optimizer", None) else []
+        stated += ["trainable"] if getattr(layout, "trainable_stated", False) else []
+    if no_meta:
+        from .no_meta_mark import silenced
+
+        stated += ["no_meta"] if silenced(ckpt.with_meta(False)) else []
+    stated += _written_under(ckpt)
+    return list(dict.fromkeys(stated))

@@ -21,6 +21,7 @@ from .errors import OutputError
 from .export_h5_layers import h5_layers
 from .export_record import npz_comment, safetensors_metadata
 from .formats.dtypes import numpy_dtype
+from .restored_mark import MARK_ATTR
 
 SAFETENSORS_DTYPES = {
     "float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16", "int64": "I64",
@@ -172,15 +173,18 @@ def written_bytes(ckpt: Checkpoint, plan: dict[str, str], fmt: str,
 
 
 def _write_h5(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progress,
-              weights: dict[str, str] | None = None) -> int:
+              weights: dict[str, str] | None = None, record: dict | None = None) -> int:
     """Keras' legacy HDF5 weights layout, each layer's weights where ``load_weights`` fills
     them (:func:`~ckpt_tools.export_h5_layers.h5_layers`; a weight two layers hold, as tied
-    weights are, is written in both)."""
+    weights are, is written in both), and ``record`` (:mod:`~ckpt_tools.export_record`) as
+    the root attribute ``ckpt_tools``, which Keras' loaders ignore."""
     import h5py
 
     layers = h5_layers(plan, ckpt, weights)
     total = 0
     with h5py.File(tmp, "w") as f:
+        if record:
+            f.attrs[MARK_ATTR] = json.dumps(record, sort_keys=True)
         # Keras' legacy weights layout: root lists layers, each layer lists its weight names.
         f.attrs["layer_names"] = [n.encode("utf-8") for n in layers]
         f.attrs["backend"] = b"tensorflow"

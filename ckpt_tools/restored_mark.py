@@ -31,8 +31,11 @@ _MEMBER = "model.weights.h5"
 
 def mark_averages(h5file, assumed=()) -> None:
     """Records on an open, writable ``h5py.File`` that its weights are the averages, and the
-    names of what the pairing ``assumed`` unstated (``fit_order``)."""
-    said = {**_MARK, **({"assumed": sorted(assumed)} if assumed else {})}
+    names of what the pairing ``assumed`` unstated (``fit_order``), beside what the export's
+    record there says (:mod:`~ckpt_tools.export_record`: its values, what was stated)."""
+    had = _doc(h5file.attrs.get(MARK_ATTR))
+    had.pop("assumed", None)  # this mark's own say
+    said = {**had, **_MARK, **({"assumed": sorted(assumed)} if assumed else {})}
     h5file.attrs[MARK_ATTR] = json.dumps(said, sort_keys=True)
 
 
@@ -44,16 +47,20 @@ def mark_file(path: str, assumed=()) -> None:
         mark_averages(f, assumed)
 
 
-def _mark(attrs) -> dict | None:
-    raw = attrs.get(MARK_ATTR)
+def _doc(raw) -> dict:
+    """The JSON object the attribute value ``raw`` holds (``{}``: none)."""
     if isinstance(raw, bytes):
         raw = raw.decode("utf-8", "replace")
     try:
         said = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError:
-        return None
-    if isinstance(said, dict) and said.get("weights") == "averages" and \
-            said.get("written_by") == _MARK["written_by"]:
+    except (ValueError, RecursionError):
+        return {}
+    return said if isinstance(said, dict) else {}
+
+
+def _mark(attrs) -> dict | None:
+    said = _doc(attrs.get(MARK_ATTR))
+    if said.get("weights") == "averages" and said.get("written_by") == _MARK["written_by"]:
         return said
     return None
 

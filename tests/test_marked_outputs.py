@@ -334,3 +334,45 @@ def test_a_carried_averages_only_caveat_names_who_made_it_and_who_carried_it(mad
                            "from keys"), said
     assert f"--averages-only stated hold averages, and ckpt average carried that statement " \
            f"into {ckpt}" in said, said
+
+
+def _record(path) -> dict:
+    """What the export at ``path`` records of its values (export_record), in any format."""
+    if path.suffix == ".npz":
+        import zipfile
+
+        with zipfile.ZipFile(path) as z:
+            return json.loads(z.comment)["ckpt_tools"]
+    if path.suffix == ".h5":
+        import h5py
+
+        with h5py.File(path, "r") as f:
+            return json.loads(f.attrs["ckpt_tools"])
+    import struct
+
+    data = path.read_bytes()
+    meta = json.loads(data[8:8 + struct.unpack("<Q", data[:8])[0]])["__metadata__"]
+    return {k: v if k == "values" else json.loads(v) for k, v in meta.items()
+            if k not in ("format", "source")}  # strings: lists and booleans as JSON
+
+
+@pytest.mark.parametrize("fmt", ["npz", "safetensors", "h5"])
+def test_exports_record_the_averages_only_statement(made, tmp_path, fmt):
+    """review-33-attack-r128 F2: an export whose averages rest on ``--averages-only`` (given,
+    or carried by restore-ema's mark) recorded ``{"values": "ema"}`` and nothing stated: its
+    file called the training run's RAW weights the averages once it left the terminal."""
+    out, truth = made
+    one = ["--include", "W"] if fmt == "h5" else []  # (an .h5 layer: one weight by position)
+    for src, opts, name in ((out / "vtr", ["--averages-only"], "given"),
+                            (out / "r/model.ckpt-3", [], "carried"),
+                            (out / "r/model.ckpt-3", ["--raw"], "raw")):
+        dest = tmp_path / f"{name}.{fmt}"
+        code, _, err = run_cli(["export", str(src), *opts, *one, "--out", str(dest)])
+        assert code == 0, (name, err)
+        want = {"values": "stored", "weights_are_averages": True} if name == "raw" \
+            else {"values": "ema"}
+        assert _record(dest) == {**want, "stated": ["averages_only"]}, name  # was no "stated"
+        if fmt == "npz":
+            with np.load(dest) as z:  # what the statement read: the raw weights (truth)
+                for key in ("W", "V"):
+                    np.testing.assert_array_equal(z[key], truth[f"vtr:raw:{key}"])
