@@ -171,6 +171,12 @@ _SHOWN = 3
 _MOST_EXCLUDES = 8
 
 
+def _shown(ckpt: Checkpoint) -> dict[str, str]:
+    """``{key: the name every command shows}`` (``net/d2/kernel``, not the optimizer's
+    ``optimizer/_trainable_variables/2`` the graph reaches first: review-33-attack-r127 m1)."""
+    return {**ckpt.objects.paths, **{v.name: v.path for v in ckpt.variables_unwarned() if v.path}}
+
+
 def _excludes(ckpt: Checkpoint, each: dict[tuple[str, ...], list[tuple[str, str]]],
               kept: tuple[str, ...]) -> tuple[str, ...]:
     """The ``--exclude`` globs that leave out every holder's averages but ``kept``'s: one
@@ -256,7 +262,7 @@ def split_named(ckpt: Checkpoint, pairs, name: str) -> str:
     if not split:
         return ""
     family, each = next(iter(split.items()))
-    paths = ckpt.objects.paths
+    paths = _shown(ckpt)
     shown = "; ".join(f"{'/'.join(holder) or 'the root'} holds the averages of "
                       f"{', '.join(paths.get(w, w) for w, _a in taken)}"
                       for holder, taken in sorted(each.items())[:_SHOWN])
@@ -339,7 +345,7 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
     if not split:
         return
     family, each = sorted(split.items())[0]
-    paths = ckpt.objects.paths
+    paths = _shown(ckpt)
     listed = sorted(each.items())
     more = (f"; and {len(listed) - _SHOWN} more holders" if len(listed) > _SHOWN else "")
     shown = "; ".join(f"{'/'.join(holder) or 'the root'} holds the averages of "
