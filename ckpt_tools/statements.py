@@ -95,7 +95,7 @@ def stated_notes(ckpt, apply_order: str | None, ema_name: str | None = None,
     from .swap_assumed import SLOT_STATED_NOTE, slot_pairs
     from .tfk_order import recorded_averages
     from .tfk_order import stated_note as tf_keras_stated_note
-    from .user_ema_swap import reads_swappable
+    from .user_ema_swap import covered_raw, reads_swappable
 
     refuse_apply_order(ckpt, apply_order)  # before any note: a usage error says it alone
     notes: list[str] = []
@@ -163,7 +163,14 @@ def stated_notes(ckpt, apply_order: str | None, ema_name: str | None = None,
         notes.append("note: the pairing rests on your statements: --fit-order, --not-swapped")
         found.update(stated_not_swapped=True, stated_fit_order=True)
         swap = said = ""
-    if swap:
+    raw = covered_raw(ckpt, read) if swap and read is not None and not record else []
+    if raw:  # no copy read: the statement decided that these weights' keys hold raw values
+        notes.append(f"note: {', '.join(raw[:3])}{' ...' if len(raw) > 3 else ''} "
+                     f"{agreeing(len(raw), 'is', 'are')} read as stored, raw, because you "
+                     "stated --not-swapped (not saved after SwapEMAWeights(swap_on_epoch=True)); "
+                     f"if it was, {agreeing(len(raw), 'that key holds', 'those keys hold')} the "
+                     "optimizer's averages")
+    elif swap:
         notes.append(f"note: EMA copies read as the averages because not swapped is stated by "
                      f"ckpt train's run record {record} (it saved this file, bytes unchanged, "
                      "during fit() without SwapEMAWeights), as --not-swapped states it"

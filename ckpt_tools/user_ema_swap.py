@@ -86,3 +86,16 @@ def reads_swappable(ckpt: Checkpoint, sources) -> bool:
     """
     copies = object_pairs(ckpt)
     return not copies or bool(set(sources) & (set(copies) | set(copies.values())))
+
+
+def covered_raw(ckpt: Checkpoint, sources) -> list[str]:
+    """Where ``sources`` (the checkpoint keys a command reads) read no Keras 3 ``use_ema`` copy
+    but weights those copies cover, as stored: their display names, which ``--not-swapped``
+    alone says are raw (a swap leaves the optimizer's averages there); ``[]`` where a copy is
+    read, or none is shown (review-33-attack-r127 m1)."""
+    copies = object_pairs(ckpt)
+    read = set(sources)
+    if not copies or read & set(copies):
+        return []
+    shown = {v.name: v.path or v.name for v in ckpt.variables_unwarned()}
+    return [shown.get(k, k) for k in sorted(read & set(copies.values()))]

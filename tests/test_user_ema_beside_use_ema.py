@@ -227,6 +227,23 @@ def test_only_what_is_read_asks_it_where_the_user_ema_averaged_d1_alone(made, tm
     assert not (tmp_path / "y.npz").exists()
 
 
+def test_not_swapped_over_weights_left_raw_says_so_not_copies_read(made, tmp_path):
+    """The user object's averages of d1 and d2 written raw under ``--allow-missing
+    --not-swapped``: the note said "EMA copies read as the averages", where no copy was
+    read; what the statement decided is that d2's stored weights are raw
+    (review-33-attack-r127 m1)."""
+    out, truth = made
+    code, _o, err = run_cli(["export", str(out / "d1"), "-o", str(tmp_path / "r.npz"),
+                             "--ema-name", "ema", "--allow-missing", "--not-swapped"])
+    assert code == 0, err
+    line = " ".join(err.split())
+    assert "EMA copies read" not in line, line
+    assert "net/d2/kernel, net/d2/bias are read as stored, raw, because you stated " \
+           "--not-swapped" in line, line
+    user, raw = _of(truth, "user"), _of(truth, "raw")
+    assert_npz_holds(tmp_path / "r.npz", {k: user[k] if "/d1/" in k else raw[k] for k in raw})
+
+
 def test_split_holders_are_named_by_the_models_paths(made, tmp_path):
     """Two holders of averages named late: the refusal named the weights by the optimizer's
     references (optimizer/_trainable_variables/2), not the paths every other line shows
