@@ -137,9 +137,12 @@ def plan_average(newest: Checkpoint, ema: bool, bake: bool,
     held = shadow_keys(newest, variables) if newest.meta is not None else None
     shadows = {k for k in floats if variables[k].role == R.EMA} if held is None \
         else floats & held  # averages under keys no name marks: the save op's word
-    if not shadows:
-        raise EmaError(f"{newest.path}: has no EMA shadows to average (--ema); average the raw "
-                       "weights instead (leave out --ema)")
+    if not shadows:  # an evaluation graph's re-save holds no raw weights (r126 N3)
+        from .resaved_named import resaved_no_shadow
+
+        said = resaved_no_shadow(newest)
+        raise EmaError(f"{newest.path}: has no EMA shadows to average (--ema); " + (
+            said or "average the raw weights instead (leave out --ema)"))
     # a key the save op wrote from a shadow but not read as one (a renaming Saver's key whose
     # owner no key holds raw) would be copied from the newest as if no average: refused
     # rather than hand back part of the model's averages from one checkpoint (r84 F2)

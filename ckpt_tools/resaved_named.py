@@ -95,3 +95,37 @@ def stated_resaved(ckpt: Checkpoint) -> dict[str, str]:
     named = {v.name for v in ckpt.variables_unwarned() if v.role == R.TENSOR_AVERAGE}
     return {s: src[0] for s, src in sources.items() if s in named and len(src) == 1
             and src[0] not in stored and s.startswith(src[0] + "/")}
+
+
+def resaved_no_shadow(ckpt: Checkpoint) -> str | None:
+    """Why ``ckpt average --ema`` finds no shadow to average where the ``.meta``'s save op
+    wrote keys ``<v>/<name>`` from variables ``v`` the checkpoint does not store (a Saver of
+    ``ema.variables_to_restore()`` re-saving what it restored): the keys are named as
+    averages and may hold them, so "average the raw weights" is wrong there
+    (review-33-attack-r126 N3). ``None`` where no save op shows such keys.
+
+    Returns:
+        `str`: the words, with the way that reads them (a plain average, then
+        ``--averages-only`` on its output)."""
+    if ckpt.objects is not None or ckpt.meta is None:
+        return None
+    from .raw_named import evaluation_graph  # they read the graph: imported late
+    from .save_op import graph_named, written_sources
+
+    sources = written_sources(ckpt) or {}
+    stored = ckpt.entries()
+    found = sorted((k, src[0]) for k, src in sources.items() if len(src) == 1
+                   and src[0] not in stored and k.startswith(src[0] + "/"))
+    names = {k[len(t) + 1:] for k, t in found}
+    if len(names) != 1:
+        return None
+    name, (k, t) = names.pop(), found[0]
+    held = ("in a graph with no ema.apply() (an evaluation graph re-saving what it restored: "
+            "the averages if it restored them from a training checkpoint, which the file "
+            "cannot show)" if evaluation_graph(ckpt, k) else
+            "so each holds what its variable held when saved")
+    return (f"the {graph_named(ckpt)}'s saver wrote {counted(len(found), 'key')} named as "
+            f"averages from the variables themselves (e.g. {k} from {t}), {held}, and no raw "
+            f"weight is stored beside them for --bake; ckpt average without --ema averages "
+            f"these keys as stored, and ckpt export --ema-name {name} --averages-only of its "
+            "output reads them as the averages only if they hold them")

@@ -213,8 +213,17 @@ def _export(ckpt, *options: str, dst) -> tuple[int, str]:
 def test_average_of_custom_named_evaluation_resaves_reads_as_they_do(made, tmp_path):
     """In place and copied, the average reads as its inputs' copy: refused naming
     ``--averages-only``, no swapping Saver's mark; ``--ema-name fast --averages-only`` reads
-    the mean of ``fast``'s averages the re-saves hold, bit for bit."""
+    the mean of ``fast``'s averages the re-saves hold, bit for bit. ``--ema --bake`` said
+    "average the raw weights instead" of keys named as averages (review-33-attack-r126 N3):
+    it now offers the plain average read so, as done here."""
     out, truth = made
+    code, _, err = run_cli(["average", "--ema", "--bake", "--ema-name", "fast",
+                            *(str(out / "fast" / f"model.ckpt-{i}") for i in (4, 3)),
+                            "--out", str(tmp_path / "bk")])
+    line = " ".join(err.split())
+    assert code == 6 and "raw weights instead" not in line, line
+    assert "ckpt average without --ema averages these keys as stored, and ckpt export " \
+           "--ema-name fast --averages-only of its output reads them" in line, line
     avg, copied, given = _average(out, "fast", tmp_path)
     said = {}
     for name, ckpt in (("avg", avg), ("out", copied), ("in", given)):
