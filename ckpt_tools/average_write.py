@@ -317,6 +317,7 @@ def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
     """
     from .own_graph_doubt import own_graph_doubt
     from .own_graph_mark import graph_digest
+    from .stated_python import not_swapped_decided
     from .tools_mark import graph_written, mark_doc, merged, names_doubted, output_mark
 
     carried = None
@@ -330,8 +331,7 @@ def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
     stated = {}
     if bake and ckpts[-1].saver_def_wrote:
         stated["saver_def_wrote"] = True
-    if bake and any(c.not_swapped and c.objects is None  # a TF1 Saver's, stated
-                    and getattr(c.reader, "keras", None) is None for c in ckpts):
+    if bake and any(not_swapped_decided(c) for c in ckpts):  # TF1, Keras copies (r128 F3)
         stated["not_swapped"] = True
     if bake and unread:
         stated["no_meta"] = True

@@ -430,8 +430,9 @@ def said_mark(ckpt: Checkpoint, read=None, unread: str | None = None,
         `dict`, or ``None`` where there is nothing to say.
     """
     stated = recorded_statements(ckpt, read)
-    if getattr(ckpt, "not_swapped", False) and ckpt.objects is None \
-            and getattr(ckpt.reader, "keras", None) is None:  # a TF1 Saver's, stated
+    from .stated_python import not_swapped_decided
+
+    if not_swapped_decided(ckpt, read):  # a TF1 Saver's, a Keras optimizer's copies (r128 F3)
         stated["not_swapped"] = True
     if unread:
         stated["no_meta"] = True

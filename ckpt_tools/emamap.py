@@ -287,6 +287,11 @@ def ema_map(
             assumed = unswapped_pairing(ckpt, assumed, pairs, missing, lambda s, t: not out(
                 s, t) and (targets is None or t in targets))
             refuse_assumed(ckpt, assumed, strict=strict)
+        # what the pairing rests on by statement, as every CLI read says it (r128 F5, F3),
+        # while the file is open (a Keras mark is read from it)
+        from .stated_python import warn_stated
+
+        warn_stated(ckpt, read={s for s, t in pairs if not out(s, t)}, stacklevel=3)
     finally:
         opened.__exit__()
 
@@ -318,10 +323,6 @@ def ema_map(
     hints = map_hints(ckpt, variables, pairs, missing, source=source, name=name,
                       detected=paired.detected, suffix=paired.suffix, ema_name=ema_name,
                       use_meta=use_meta, style=style, speaks=speaks, none_stored=none_stored)
-    # what the pairing rests on by statement, as every CLI read says it (r128 F5)
-    from .stated_python import warn_stated
-
-    warn_stated(ckpt, read=mapping, stacklevel=3)
     return EmaMap(
         checkpoint=ckpt.path, ema_name=name, mapping=mapping, averaged=tuple(averaged),
         raw=tuple(raw), missing=tuple(t for t in missing if t not in set(dropped)),

@@ -39,10 +39,12 @@ from .raw_baked import raw_baked, raw_baked_warning
 from .raw_reasons import expected_raw_note
 from .restored_mark import (
     checkpoint_mark,
+    keras_statements,
     mark_file,
     marked_raw_warnings,
     read_as_marked,
     refuse_marked_assumed,
+    warn_marked_stated,
 )
 from .stated_open import opened_stated, take_statements
 from .tensor_averages import OPTION
@@ -218,11 +220,12 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
     opened = opened_stated(checkpoint, take_statements(map_options))  # use_ema=... (CLI's)
     ckpt = opened.__enter__()
     try:
-        marked_note = None
+        marked_note, marked_stated = None, {}
         if ema is None and read_as_marked(ckpt):  # restore-ema's output (u19 F10): as stored
             ema = False
             marked_note = refuse_marked_assumed(checkpoint_mark(ckpt), ckpt.path,
                                                 bool(map_options.get("strict")))
+            marked_stated = warn_marked_stated(ckpt, stacklevel=3)  # what it rested on (F3)
         inputs = Inputs(ckpt.input_files())
         weights: dict[str, str] = {}
         expected: dict[str, str] = {}
@@ -330,7 +333,8 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
                 from .user_ema_swap import unswapped_written
 
                 mark_file(tmp, [a.name for a in unswapped_written(  # r40 F1
-                    ckpt, keras_assumptions(ckpt), plan.values())])
+                    ckpt, keras_assumptions(ckpt), plan.values())],
+                    keras_statements(ckpt))  # what it rested on (r128 F3)
         note = expected_raw_note(expected, str)
         if getattr(ckpt.reader, "keras", None) is not None:  # aa/0 beside zz/kernel (r26 F6)
             from .keras_index_names import index_named_layers, index_named_note
@@ -341,7 +345,8 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         stored = swapped_in(ckpt) if ema is False and not averaged else None
         return ExportResult(out_path, fmt, plan, tuple(averaged), nbytes, warnings, expected,
                             [note] * bool(note) + notes, [a.name for a in assumed], stored,
-                            stated_raw, unmoved, _stated(ckpt, plan) if averaged else {})
+                            stated_raw, unmoved,
+                            _stated(ckpt, plan) if averaged else marked_stated)
     finally:
         opened.__exit__()
 

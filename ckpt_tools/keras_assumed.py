@@ -310,6 +310,9 @@ def warn_assumed(ckpt: Checkpoint, assumed: list[Assumption], stacklevel: int = 
     :class:`~ckpt_tools.errors.RecordedStatementWarning` where ``ckpt train``'s run record
     stated what the pairing rests on."""
     _warn_recorded(ckpt, stacklevel + 1)
+    from .restored_mark import warn_marked_stated
+
+    warn_marked_stated(ckpt, stacklevel + 1)  # a restore-ema output's statements (r128 F3)
     warned: list[bool] = []
     if assumed:  # once per open checkpoint (ema_map() inside export_weights() too)
         ckpt.memo(("assumption_warned", *(a.note for a in assumed)),

@@ -36,7 +36,7 @@ from .formats.keras.h5_files import ZIP_READ_ERRORS
 from .formats.write_locks import hold, release
 from .keras_assumed import keras_assumptions, refuse_assumed
 from .keras_ema import require_keras_pairing
-from .restored_mark import mark_averages, refuse_restored
+from .restored_mark import keras_statements, mark_averages, mark_stated, refuse_restored
 
 KERAS_SUFFIXES = (".keras", ".weights.h5", ".h5", ".hdf5")
 _WEIGHTS_MEMBER = "model.weights.h5"
@@ -310,6 +310,7 @@ def _overwrite(ckpt: Checkpoint, replaced: dict[str, str], h5_path, assumed: lis
             ds[...] = np.frombuffer(value.tobytes(), dtype=ds.dtype).reshape(ds.shape)
             total += value.nbytes
         mark_averages(f, assumed)  # ckpt eval reads it without a statement (r32 F4)
+        mark_stated(f, keras_statements(ckpt))  # and what it rested on (r128 F3)
     return total
 
 

@@ -14,7 +14,12 @@ once per command (:func:`read_mark`, :func:`checkpoint_mark`).
 Where restore-ema's pairing rested on an assumption nobody stated (``fit_order``: it printed a
 note, ``--strict`` would have refused), the mark records it (``"assumed"``): the output's
 readers repeat the note, and refuse under ``--strict`` as the input would, instead of taking
-the file's weights as proven averages one command later (review-18-attack-r40 F1).
+the file's weights as proven averages one command later (review-18-attack-r40 F1). Where it
+rested on a statement (``--not-swapped``, ``--use-ema``, ``--optimizer``, ``--trainable``,
+``--fit-order``, or ckpt train's run record of them), the mark records it too (``"stated"``:
+:func:`keras_statements`), and every read repeats it as a note (and in Python a
+:class:`~ckpt_tools.errors.RecordedStatementWarning`): a false ``--not-swapped`` made the raw
+weights "the averages", which one command later read as proven (review-33-attack-r128 F3).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import json
 import os
 import zipfile
 from dataclasses import dataclass
+
+from .wording import agreeing
 
 MARK_ATTR = "ckpt_tools"
 _MARK = {"written_by": "ckpt restore-ema", "weights": "averages"}
@@ -39,12 +46,53 @@ def mark_averages(h5file, assumed=()) -> None:
     h5file.attrs[MARK_ATTR] = json.dumps(said, sort_keys=True)
 
 
-def mark_file(path: str, assumed=()) -> None:
-    """Marks the HDF5 file ``path`` (:func:`mark_averages`)."""
+def mark_file(path: str, assumed=(), stated=()) -> None:
+    """Marks the HDF5 file ``path`` (:func:`mark_averages`, :func:`mark_stated`)."""
     import h5py
 
     with h5py.File(path, "r+") as f:
         mark_averages(f, assumed)
+        mark_stated(f, stated)
+
+
+#: The statements a Keras pairing rests on, as the options that state them.
+_OPTIONS = {"not_swapped": "--not-swapped", "use_ema": "--use-ema", "optimizer": "--optimizer",
+            "trainable": "--trainable", "fit_order": "--fit-order"}
+
+
+def keras_statements(ckpt) -> list[str]:
+    """The statements the pairing of the Keras file ``ckpt``'s EMA copies rests on (the
+    caller's, or ckpt train's run record's), and those the mark of ``ckpt`` itself records
+    (restored again under a statement): what restore-ema's output records
+    (:func:`mark_stated`) so that its reads repeat them (review-33-attack-r128 F3).
+
+    Returns:
+        `list[str]`: names of :data:`_OPTIONS` (``[]``: none).
+    """
+    layout = getattr(ckpt.reader, "keras", None)
+    if layout is None:
+        return []
+    said = {"not_swapped": ckpt.not_swapped or getattr(ckpt, "not_swapped_record", None),
+            "use_ema": layout.ema_source == "stated",
+            "optimizer": layout.stated_optimizer is not None,
+            "trainable": layout.trainable_stated,
+            "fit_order": ckpt.fit_order or getattr(ckpt, "fit_order_record", None)}
+    mark = checkpoint_mark(ckpt)
+    had = list(mark.stated) if mark is not None else []
+    return list(dict.fromkeys([k for k, v in said.items() if v] + had))
+
+
+def mark_stated(h5file, stated=()) -> None:
+    """Adds to the mark on the open, writable ``h5file`` (:func:`mark_averages`) the
+    statements ``stated`` its pairing rested on (:func:`keras_statements`), joined with any
+    it records already; nothing where ``stated`` is empty."""
+    if not stated:
+        return
+    raw = h5file.attrs.get(MARK_ATTR)
+    said = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
+    had = said.get("stated") if isinstance(said.get("stated"), list) else []
+    said["stated"] = sorted({*had, *stated})
+    h5file.attrs[MARK_ATTR] = json.dumps(said, sort_keys=True)
 
 
 def _doc(raw) -> dict:
@@ -74,15 +122,23 @@ class Mark:
         assumed: the names of what the pairing assumed (``("fit_order",)``); empty where
             nothing was. An entry that is not a string reads ``unknown``: the claim is never
             taken as cleaner than written.
+        stated: the names of the statements the pairing rested on (``("not_swapped",)``:
+            :func:`keras_statements`), read as ``assumed`` is; empty where none was (a file
+            main's restore-ema wrote records none).
     """
 
     assumed: tuple[str, ...] = ()
+    stated: tuple[str, ...] = ()
+
+
+def _names(x) -> tuple[str, ...]:
+    x = x or []
+    return tuple(a if isinstance(a, str) else "unknown" for a in
+                 (x if isinstance(x, list) else [x]))
 
 
 def _said(said: dict) -> Mark:
-    assumed = said.get("assumed") or []
-    return Mark(tuple(a if isinstance(a, str) else "unknown" for a in
-                      (assumed if isinstance(assumed, list) else [assumed])))
+    return Mark(_names(said.get("assumed")), _names(said.get("stated")))
 
 
 def read_mark(source) -> Mark | None:
@@ -134,22 +190,36 @@ def assumed_note(path: str, assumed: tuple[str, ...]) -> str:
             "(--fit-order, --trainable) and write it again")
 
 
+def stated_note(path: str, stated: tuple[str, ...]) -> str:
+    """What every read of a marked file says of the statements ``stated`` its pairing rested
+    on (review-33-attack-r128 F3)."""
+    said = " and ".join(_OPTIONS.get(s, s) for s in stated)
+    return (f"ckpt restore-ema wrote {path} from an input read under {said}, as its mark "
+            f"records: {agreeing(len(stated), 'that statement', 'those statements')}, not the "
+            "file, made its weights the averages; if one was false (a file saved swapped, "
+            "read under --not-swapped), they are the raw weights")
+
+
 def refuse_marked_assumed(mark: Mark | None, path: str, strict: bool) -> str | None:
     """Refuses (``strict``) the file ``path`` whose ``mark`` says its pairing assumed what its
-    input could not prove; else returns the note to print (``None`` where nothing was
-    assumed, or the file is not marked).
+    input could not prove; else returns the note to print: that, and the statements it
+    rested on (:func:`stated_note`; ``None`` where nothing was assumed or stated, or the file
+    is not marked).
 
     Raises:
         UnprovenPairingError: (exit 6) under ``strict``, naming the assumption.
     """
-    if mark is None or not mark.assumed:
+    if mark is None or not mark.assumed and not mark.stated:
         return None
+    if not mark.assumed:
+        return stated_note(path, mark.stated)
     if strict:
         from .errors import UnprovenPairingError
 
         raise UnprovenPairingError(f"{path}: --strict: {assumed_note(path, mark.assumed)}",
                                    option="--fit-order")
-    return assumed_note(path, mark.assumed)
+    return assumed_note(path, mark.assumed) + (
+        f"; {stated_note(path, mark.stated)}" if mark.stated else "")
 
 
 def checkpoint_mark(ckpt) -> Mark | None:
@@ -230,5 +300,35 @@ def marked_map_note(ckpt) -> str | None:
     if mark is None:
         return None
     assumed = f"; {assumed_note(ckpt.path, mark.assumed)}" if mark.assumed else ""
+    assumed += f"; {stated_note(ckpt.path, mark.stated)}" if mark.stated else ""
     return (f"{ckpt.path}: {MARKED} already (restoring it again is not needed: use it as it "
             f"is; export and eval do){assumed}")
+
+
+def warn_marked_stated(ckpt, stacklevel: int = 3) -> dict:
+    """The Python counterpart of :func:`stated_note`: one
+    :class:`~ckpt_tools.errors.RecordedStatementWarning` per open checkpoint where the mark of
+    ``ckpt`` (:func:`checkpoint_mark`) records the statements its pairing rested on
+    (review-33-attack-r128 F3).
+
+    Returns:
+        `dict`: the ``--json`` fields (``{"written_under": {"not_swapped": true},
+        "written_under_record": "<path>'s ckpt_tools attribute"}``); ``{}`` where none is
+        recorded.
+    """
+    mark = checkpoint_mark(ckpt)
+    if mark is None or not mark.stated:
+        return {}
+    where = f"{ckpt.path}'s {MARK_ATTR} attribute"
+    first: list[bool] = []
+    ckpt.memo(("marked_stated_warned",), lambda: first.append(True))
+    if first:
+        import warnings
+
+        from .errors import RecordedStatementWarning
+
+        note = stated_note(ckpt.path, mark.stated)
+        warning = RecordedStatementWarning(f"{ckpt.path}: {note}")
+        warning.stated, warning.record, warning.notes = list(mark.stated), where, [note]
+        warnings.warn(warning, stacklevel=stacklevel)
+    return {"written_under": {s: True for s in mark.stated}, "written_under_record": where}

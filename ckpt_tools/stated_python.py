@@ -90,8 +90,10 @@ def warn_stated(ckpt: Checkpoint, read=None, stacklevel: int = 3) -> dict:
     :class:`~ckpt_tools.errors.RecordedStatementWarning` where a record or mark states what
     the pairing of ``ckpt`` rests on (:func:`recorded_lines`), and a
     :class:`~ckpt_tools.errors.StatementWarning` where the caller's own ``averages_only``
-    read keys its ``.meta``'s save op wrote from their variables; Keras files are left to
-    :func:`~ckpt_tools.keras_assumed.warn_assumed`.
+    read keys its ``.meta``'s save op wrote from their variables. A Keras file: the
+    statements restore-ema's mark on it records
+    (:func:`~ckpt_tools.restored_mark.warn_marked_stated`); what its own pairing assumed or
+    was stated is :func:`~ckpt_tools.keras_assumed.warn_assumed`'s.
 
     Args:
         read: the checkpoint keys the caller's pairing read (``None``: all it pairs).
@@ -99,8 +101,10 @@ def warn_stated(ckpt: Checkpoint, read=None, stacklevel: int = 3) -> dict:
     Returns:
         `dict`: :func:`stated_fields_of` (``{}``: nothing rests on a statement).
     """
-    if getattr(ckpt.reader, "keras", None) is not None:
-        return {}
+    if getattr(ckpt.reader, "keras", None) is not None:  # restore-ema's mark's (r128 F3)
+        from .restored_mark import warn_marked_stated
+
+        return warn_marked_stated(ckpt, stacklevel + 1)
     import warnings
 
     from .errors import RecordedStatementWarning, StatementWarning
@@ -144,3 +148,27 @@ def stated_for(ckpt: Checkpoint, options: dict, read=None) -> dict:
         return stated_fields_of(stated, read)
     finally:
         opened.__exit__()
+
+
+def not_swapped_decided(ckpt: Checkpoint, read=None) -> bool:
+    """Whether ``--not-swapped`` stated on the TF checkpoint ``ckpt`` decided what a bake of it
+    reads (``read``: the keys its output's variables were written from; ``None``: all): a
+    TF1 Saver's keys, a Keras 3 optimizer's ``use_ema`` copies in a ``tf.train.Checkpoint``
+    (or the weights they cover), or average slots (``swap_weights()``): the statement the
+    output's mark records, which every read of it repeats. It recorded none for the last two,
+    so the copies read as proven averages one command later (review-33-attack-r128 F3).
+
+    Returns:
+        `bool` (``False`` for a Keras file: :mod:`~ckpt_tools.restored_mark` records its own).
+    """
+    if not getattr(ckpt, "not_swapped", False) or getattr(ckpt.reader, "keras", None) is not None:
+        return False
+    if ckpt.objects is None:  # a TF1 Saver's
+        return True
+    from .keras_assumed import object_pairs
+    from .swap_assumed import slot_pairs
+    from .user_ema_swap import reads_swappable
+
+    if slot_pairs(ckpt):
+        return True
+    return bool(object_pairs(ckpt)) and (read is None or reads_swappable(ckpt, read))

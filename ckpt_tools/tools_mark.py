@@ -301,8 +301,9 @@ def stated_of(doc: dict | None) -> dict:
 
 _STATED = {
     "saver_def_wrote": "--saver-def-wrote (the .meta's SaverDef Saver wrote its input)",
-    "not_swapped": "--not-swapped (a Saver of each variable under its own name wrote its "
-                   "input)",
+    "not_swapped": "--not-swapped (its input was not saved swapped: a Saver of each variable "
+                   "under its own name wrote it, no SwapEMAWeights or swap_weights() had put "
+                   "the averages in the weights)",
     "no_meta": "--no-meta (a graph that decides or doubts what its input's keys' names hold "
                "was not read: the keys named as averages were taken as the averages)",
 }

@@ -89,7 +89,9 @@ def test_restore_emas_output_of_a_model_with_a_frozen_layer_needs_no_statement(r
     assert done.exit_code == 0, done.output
     said = _words(done.output)
     assert "restore-ema wrote this file: its weights are the averages" in said, said
-    assert "--trainable" not in said and "to decide" not in said, said
+    assert "pass --trainable" not in said and "to decide" not in said, said
+    # what its input was read under, which its mark records, is repeated (r128 F3)
+    assert "read under --not-swapped and --trainable, as its mark records" in said, said
     listed = json.loads(_ckpt("list", baked, "--json").stdout)
     assert listed["ema_evidence"]["weights_are_averages"] is True
     assert listed["ema_unproven"] is None, listed["ema_unproven"]

@@ -337,3 +337,64 @@ def test_trainable_takes_the_names_list_shows_on_a_tf_checkpoint(swapped_tf, tmp
     code, _, err = run_cli(["export", path, "--trainable", "b/kernel,b/bias,a/kernel,a/bias",
                             "--loop-order", "--out", str(tmp_path / "x.npz")])
     assert code == 6 and "not the loop's order" in err, err
+
+
+def _caught(call, *args, **kw):
+    import warnings
+
+    from ckpt_tools import RecordedStatementWarning
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        got = call(*args, **kw)
+    return got, [w.message for w in said if issubclass(w.category, RecordedStatementWarning)]
+
+
+@pytest.mark.parametrize("fmt", ["keras", "h5"])
+def test_a_restored_output_repeats_not_swapped(swapped, tmp_path, fmt):
+    """review-33-attack-r128 F3: restore-ema --not-swapped of the swapped e1.keras (a false
+    statement) wrote its raw copies as the weights, and every later read called them proven
+    averages with no word of it. Its mark records the statement: list, map, export and Python
+    export_weights repeat it (the values are the raw copies, as the library kept them)."""
+    from ckpt_tools import export_weights
+
+    d, truth = swapped
+    out = str(tmp_path / f"m.{fmt}")
+    code, _, err = run_cli(["restore-ema", str(d / "e1.keras"), "--not-swapped", "--format",
+                            fmt, "--out", out])
+    assert code == 0, err
+    for args in (["list"], ["map"], ["export", "--out", str(tmp_path / "e.npz")]):
+        code, text, err = run_cli([args[0], out, *args[1:]])  # (map: an .h5 has no copies)
+        said = " ".join((text + err).split())
+        assert code == (6 if args == ["map"] and fmt == "h5" else 0), said
+        assert "read under --not-swapped, as its mark records" in said, said
+    assert_npz_holds(tmp_path / "e.npz", truth["copies", 0])
+    result, said = _caught(export_weights, out, tmp_path / "p.npz")
+    assert [w.stated for w in said] == [["not_swapped"]], said
+    assert result.to_dict()["written_under"] == {"not_swapped": True}, result
+
+
+def test_a_tf_checkpoints_restored_output_repeats_not_swapped(swapped_tf, tmp_path):
+    """review-33-attack-r128 F3: restore-ema --not-swapped, and average --ema --bake
+    --not-swapped, of a tf.train.Checkpoint(model=, optimizer=Adam(use_ema=True)) wrote no
+    _CKPT_TOOLS_RECORD: its reads said nothing of the statement. Both record it now."""
+    import shutil
+
+    from ckpt_tools import export_weights
+
+    path, truth = swapped_tf
+    code, _, err = run_cli(["restore-ema", path, "--not-swapped", "--out", str(tmp_path / "r")])
+    assert code == 0, err
+    for d in ("a", "b"):  # two saves of the run, alike (the mean is each one's values)
+        shutil.copytree(path.rsplit("/", 1)[0], tmp_path / d)
+    code, _, err = run_cli(["average", "--ema", "--bake", "--not-swapped", str(tmp_path / "a"),
+                            str(tmp_path / "b"), "--newest", str(tmp_path / "b"),
+                            "--out", str(tmp_path / "v")])
+    assert code == 0, err
+    for out in ("r", "v"):
+        code, _, err = run_cli(["export", str(tmp_path / out), "--out", str(tmp_path / "e.npz"),
+                                "--force"])
+        assert code == 0 and "read under --not-swapped" in " ".join(err.split()), err
+        assert _values(tmp_path / "e.npz") == sorted(v.tobytes() for v in truth["copies"].values())
+        result, said = _caught(export_weights, str(tmp_path / out), tmp_path / f"{out}.npz")
+        assert [w.stated for w in said] == [["not_swapped"]], said
+        assert result.stated["written_under"] == {"not_swapped": True}, result

@@ -11,6 +11,9 @@ from ..restored_mark import MARKED
 from ..wording import agreeing, counted
 from ._output import Column, Output, cell_len, clean, human_bytes, shape_text
 
+#: How the notes of a marked file's mark begin: what it assumed, what it was stated under.
+_MARK_NOTES = ("ckpt restore-ema paired", "ckpt restore-ema wrote")
+
 _ROLE_STYLE = {"weight": "green", "ema": "cyan", "optimizer_slot": "magenta",
                "bn_stat": "yellow", "step": "blue", "loss_average": "dim",
                "tensor_average": "yellow"}
@@ -181,7 +184,7 @@ def _summary(out: Output, listing: Listing) -> None:
         out.summary(f"EMA: {MARKED} (export and eval use them as they are; the pairing of "
                     "its EMA copies marked '?' is not needed)")
         for note in listing.ema_evidence.get("notes") or []:
-            if note.startswith("ckpt restore-ema paired"):  # what it assumed (r40 F1)
+            if note.startswith(_MARK_NOTES):  # what it assumed (r40 F1) or stated (r128 F3)
                 out.note(note)
         return
     if open_rows or raw_rows:
@@ -226,7 +229,7 @@ def _summary(out: Output, listing: Listing) -> None:
     if evidence.get("weights_are_averages") and not listing.with_shadow:  # u19 F10
         out.summary(f"EMA: {MARKED} (export and eval use them as they are)")
         for note in evidence.get("notes") or []:
-            if note.startswith("ckpt restore-ema paired"):  # what it assumed (r40 F1)
+            if note.startswith(_MARK_NOTES):  # what it assumed (r40 F1) or stated (r128 F3)
                 out.note(note)
     elif nests and not listing.with_shadow:
         # a MultiOptimizer whose inner optimizers may hold averages: never "none has a shadow"
@@ -282,7 +285,7 @@ def _summary(out: Output, listing: Listing) -> None:
                              f"; their pairing assumes {', '.join(others)}, which the "
                              "file cannot prove (see the notes)" if others else ""))
         for note in (listing.ema_evidence or {}).get("notes") or [] if marked else []:
-            if note.startswith("ckpt restore-ema paired"):  # what it assumed (r40 F1)
+            if note.startswith(_MARK_NOTES):  # what it assumed (r40 F1) or stated (r128 F3)
                 out.note(note)
     elif listing.expected and not listing.unpaired:
         kept = next((n for n in evidence.get("notes") or []
