@@ -163,13 +163,17 @@ _MARKED = ("averages_only", "saver_def_wrote", "not_swapped", "no_meta")
 
 def _written_under(ckpt) -> list[str]:
     """The statements the file ``ckpt`` says it was written under: its mark's ``stated``,
-    and ``--averages-only`` where restore-ema's record beside it states it."""
+    ``--averages-only`` where restore-ema's record beside it states it, and those restore-ema's
+    mark on a Keras file records (``not_swapped``…: review-33-attack-r128 F3)."""
+    from .restored_mark import checkpoint_mark
     from .tools_mark import stated_of
 
     said = stated_of(getattr(ckpt, "tools_mark", None))
     record = getattr(ckpt, "restored_record", None)
     recorded = record[1] if record and isinstance(record[1], dict) else {}
-    return [k for k in _MARKED if said.get(k) or recorded.get(k)]
+    mark = checkpoint_mark(ckpt)
+    return list(dict.fromkeys([k for k in _MARKED if said.get(k) or recorded.get(k)]
+                              + list(mark.stated if mark is not None else ())))
 
 
 def pairing_statements(ckpt, plan: dict[str, str], apply_order: str | None = None,

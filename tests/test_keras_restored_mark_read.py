@@ -70,7 +70,9 @@ def test_list_and_export_read_restore_emas_mark(baked, kind):
         assert doc["stored"] == SAID, doc
         assert "SwapEMAWeights" not in r.output and "ModelCheckpoint" not in r.output, r.output
         record = json.loads(zipfile.ZipFile(npz).comment)["ckpt_tools"]
-        assert record == {"values": "stored", "weights_are_averages": True}, record
+        # and what restore-ema read its input under, which its mark records (r128 F3)
+        assert record == {"values": "stored", "weights_are_averages": True,
+                          "stated": ["not_swapped"]}, record
         with np.load(npz) as got:  # Keras' own averages at save time, bit for bit
             # the legacy .h5 names its weights by the model's path (sequential/mid/kernel)
             names = {n.removeprefix("sequential/"): n for n in got.files}

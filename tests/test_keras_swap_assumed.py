@@ -15,6 +15,7 @@ assumption does not arise (tests/test_keras_loop_order.py has it)."""
 from __future__ import annotations
 
 import json
+import zipfile
 
 import numpy as np
 import pytest
@@ -340,21 +341,20 @@ def test_trainable_takes_the_names_list_shows_on_a_tf_checkpoint(swapped_tf, tmp
 
 
 def _caught(call, *args, **kw):
+    """``call(...)``'s result and the RecordedStatementWarnings it issued."""
     import warnings
 
-    from ckpt_tools import RecordedStatementWarning
+    from ckpt_tools import RecordedStatementWarning as Said
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
-        got = call(*args, **kw)
-    return got, [w.message for w in said if issubclass(w.category, RecordedStatementWarning)]
+        return call(*args, **kw), [w.message for w in said if issubclass(w.category, Said)]
 
 
 @pytest.mark.parametrize("fmt", ["keras", "h5"])
 def test_a_restored_output_repeats_not_swapped(swapped, tmp_path, fmt):
     """review-33-attack-r128 F3: restore-ema --not-swapped of the swapped e1.keras (a false
-    statement) wrote its raw copies as the weights, and every later read called them proven
-    averages with no word of it. Its mark records the statement: list, map, export and Python
-    export_weights repeat it (the values are the raw copies, as the library kept them)."""
+    statement) wrote its raw copies as the weights, read later as proven averages with no
+    word of it. Its mark records it: list, map, export (and its file), Python repeat it."""
     from ckpt_tools import export_weights
 
     d, truth = swapped
@@ -368,6 +368,8 @@ def test_a_restored_output_repeats_not_swapped(swapped, tmp_path, fmt):
         assert code == (6 if args == ["map"] and fmt == "h5" else 0), said
         assert "read under --not-swapped, as its mark records" in said, said
     assert_npz_holds(tmp_path / "e.npz", truth["copies", 0])
+    record = json.loads(zipfile.ZipFile(tmp_path / "e.npz").comment)["ckpt_tools"]
+    assert record.get("stated") == ["not_swapped"], record  # the export's file says it too
     result, said = _caught(export_weights, out, tmp_path / "p.npz")
     assert [w.stated for w in said] == [["not_swapped"]], said
     assert result.to_dict()["written_under"] == {"not_swapped": True}, result
