@@ -21,7 +21,7 @@ from .errors import NoSelectionError, OutputError, UnsupportedFormatError
 from .export_format import check_dtypes, output_format
 from .export_plan import plan_export
 from .export_record import checkpoint_record, swapped_in, weights_proven
-from .export_said import no_meta_raw_warning, no_weights
+from .export_said import NO_META_STORED, no_meta_raw_warning, no_weights
 from .export_writers import H5_WIDEN, NPZ_WIDEN, WRITERS, read_order, written_bytes
 from .formats._io import canonical_location, is_url
 from .formats._write import (
@@ -260,8 +260,10 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
                 moved := raw_unmoved(ckpt, plan)):  # not "drop --raw" then (r89 F4)
             warnings = [raw_unmoved_warning(moved, ckpt) if w == RAW_EMA_WARNING else w
                         for w in warnings]
+        unread = None  # --raw --no-meta of keys named as shadows: which hold what is unread
         if ema is False and map_options.get("use_meta") is False:  # nor with the graphs set
             said = no_meta_raw_warning(ckpt.with_meta(False))  # aside (u30 F5; r112 F3)
+            unread = NO_META_STORED if RAW_EMA_WARNING in warnings else None
             warnings = [said if w == RAW_EMA_WARNING else w for w in warnings]
         if ema is False and RAW_EMA_WARNING in warnings and not is_url(ckpt.path):
             # the plain names hold what keys read as averages hold (a restore-ema output):
@@ -322,6 +324,10 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         record = checkpoint_record(  # said in the file, with what its pairing rests on
             ckpt, plan, averaged, raw=ema is False, apply_order=map_options.get("apply_order"),
             no_meta=map_options.get("use_meta") is False)
+        if unread and not averaged and record.get("values") == "raw":
+            # the keys as stored, the way out the swap refusals offer: the averages where a
+            # swapping Saver wrote them, as its own graph or mark may say (r128 F4)
+            record = {"values": "stored"}
         if progress_total:  # the bytes written, not the file's (review-29-user-u31 F1)
             progress_total(written_bytes(ckpt, plan, fmt, weights))
         with atomic_file(out_path, inputs, overwrite=overwrite, create_parents=True) as tmp:
@@ -342,7 +348,8 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
             layers = index_named_layers(plan)
             notes = notes + ([index_named_note(layers)] if layers else [])
         assumed = _assumed(ckpt, plan) if averaged else []
-        stored = swapped_in(ckpt) if ema is False and not averaged else None
+        stored = (swapped_in(ckpt) or (unread if record.get("values") == "stored" else None)
+                  if ema is False and not averaged else None)
         return ExportResult(out_path, fmt, plan, tuple(averaged), nbytes, warnings, expected,
                             [note] * bool(note) + notes, [a.name for a in assumed], stored,
                             stated_raw, unmoved,

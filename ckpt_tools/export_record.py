@@ -10,7 +10,9 @@ The record, in each format's own metadata slot, which every reader of the arrays
   :func:`swapped_in`; with ``"weights_are_averages": true`` where ``ckpt restore-ema``
   wrote the file, whose weights then are the averages: :mod:`ckpt_tools.restored_mark`,
   or ``ckpt restore-ema`` / ``ckpt average --ema --bake`` wrote the TF checkpoint:
-  :func:`weights_marked`) or
+  :func:`weights_marked`; and ``--raw --no-meta`` over keys named as EMA shadows, where no
+  graph is read to tell which keys named as variables a swapping Saver wrote the averages
+  into: review-33-attack-r128 F4) or
   ``"mixed"`` (some written raw beside the averages, e.g. batch-norm
   statistics no optimizer averages);
 * ``"raw"``: with ``"mixed"``, the names written raw;

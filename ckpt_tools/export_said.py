@@ -55,6 +55,11 @@ NO_META_RAW_WARNING = (
     "export without --raw writes the shadows")
 
 
+#: ``ExportResult.stored`` of ``export --raw --no-meta`` over keys named as EMA shadows: the
+#: file's record says ``"values": "stored"`` (review-33-attack-r128 F4).
+NO_META_STORED = "the averages where a swapping Saver wrote them; --no-meta reads no graph to tell"
+
+
 def no_meta_raw_warning(ckpt) -> str:
     """What ``export --raw --no-meta`` of ``ckpt`` (as ``--no-meta`` reads it) says of the
     keys named as variables it exports: what its own graph, left unread, shows of them

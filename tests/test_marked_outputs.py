@@ -194,6 +194,26 @@ def test_in_place_and_the_options_that_decide_behave_as_before(made, tmp_path):
     assert code == 0, err  # the user's statement decides, as for the input
 
 
+def test_raw_no_meta_records_the_keys_as_stored(made, tmp_path):
+    """review-33-attack-r128 F4: ``--raw --no-meta``, the keys as stored (the way out the swap
+    refusals offer), recorded ``{"values": "raw"}`` over the averages a swapping Saver wrote
+    there, which the input's own graph (left unread) or the copy's mark shows: ``"stored"``,
+    as documented for keys that are the averages if a swapping Saver wrote them."""
+    out, truth = made
+    copied = _copy(out / "avg", "model.ckpt-3", tmp_path / "best", "best")
+    for src, want in ((out / "swap/model.ckpt-1", lambda k: truth[f"swap:1:avg:{k}"]),
+                      (copied, lambda k: _mean(truth, "avg", k))):
+        dest = tmp_path / f"{src.name}.npz"
+        code, said, err = run_cli(["export", str(src), "--raw", "--no-meta", "--out",
+                                   str(dest)])
+        assert code == 0, err
+        assert _record(dest) == {"values": "stored"}, src  # was "raw"
+        assert "as stored (the averages where a swapping Saver wrote them" in said, said
+        with np.load(dest) as z:
+            for key in NAMES:
+                np.testing.assert_allclose(z[key], want(key), rtol=1e-6)
+
+
 def test_outputs_of_a_marked_input_keep_its_doubt(made, tmp_path):
     """An average of the renamed output (nothing doubts it but its mark) is refused alike."""
     out, _ = made
