@@ -45,6 +45,11 @@ class AverageResult:
         dropped: the averages ``drop_unproven_averages`` left out of the output (named after
             a name several variables share, nothing proving them alike across the inputs:
             :func:`~ckpt_tools.average_shared.droppable`); in ``to_dict()`` only where given.
+        read_otherwise: with ``ema`` (no ``bake``), the keys the ``.meta``'s save op reads
+            against their names (:func:`~ckpt_tools.average_shadows.ema_shadows`): ``True``
+            for an average not named as an EMA shadow (averaged), ``False`` for a key named
+            as one that holds no average (copied from the newest); not in ``to_dict()``
+            (``averaged``/``copied`` list them).
         warnings: what the writer warns of (``--no-meta`` left a graph doubting the inputs'
             names unread: :func:`~ckpt_tools.no_meta_mark.written_warning`); not in
             ``to_dict()`` (the CLI's ``--json`` "warnings" has them).
@@ -67,6 +72,7 @@ class AverageResult:
     merged: list[list[str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     dropped: list[str] | None = None
+    read_otherwise: dict[str, bool] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"output": self.prefix, "inputs": self.inputs, "newest": self.newest,

@@ -19,6 +19,7 @@ from .average_held import refuse_keys_held_otherwise
 from .average_layouts import refuse_resumed_layouts
 from .average_renamed_doubt import refuse_renamed_doubt
 from .average_result import AverageResult
+from .average_shadows import ema_shadows
 from .average_tensors import accumulate, add_tensor, read_released
 from .average_unknown import check_unknown_carried, unknown_to_carry
 from .average_weights import output_weights, refuse_mixed_weights
@@ -35,7 +36,6 @@ from .no_meta_mark import recorded, silenced, written_warning
 from .no_meta_own import refuse_own_graph_swap, refuse_strict_mark
 from .output_graphs import refuse_held_graph
 from .own_graph_mark import rewrites_misleading
-from .saved_swaps import shadow_keys
 from .wording import counted
 from .written_roles import written_shadows, written_variables
 
@@ -99,9 +99,10 @@ def _refuse_without_averages(ckpt: Checkpoint, other: Checkpoint, missing: list[
 
 
 def plan_average(newest: Checkpoint, ema: bool, bake: bool,
-          pairing: dict | None = None) -> tuple[dict[str, str], set[str], list[str]]:
+          pairing: dict | None = None) -> tuple[dict, set[str], list[str], dict]:
     """Returns (output key -> the key whose average it holds, keys to average, what the
-    ``bake`` pairing assumes: :attr:`ckpt_tools.emamap.EmaMap.assumed`).
+    ``bake`` pairing assumes: :attr:`ckpt_tools.emamap.EmaMap.assumed`, the keys read against
+    their names: :func:`~ckpt_tools.average_shadows.ema_shadows`).
 
     Floating-point tensors are averaged unless :func:`ckpt_tools.roles.proven_training_state`
     proves them step-dependent state, which is copied even when stored as floats: counters
@@ -133,10 +134,8 @@ def plan_average(newest: Checkpoint, ema: bool, bake: bool,
         # _all_variables/M, listed once) is a variable of its own, the one its serving
         # functions read: averaged as the first is, never copied from the newest
         # (review-17-user-u19 F0).
-        return {}, floats | {a for a, k in newest.aliases().items() if k in floats}, []
-    held = shadow_keys(newest, variables) if newest.meta is not None else None
-    shadows = {k for k in floats if variables[k].role == R.EMA} if held is None \
-        else floats & held  # averages under keys no name marks: the save op's word
+        return {}, floats | {a for a, k in newest.aliases().items() if k in floats}, [], {}
+    shadows, read_otherwise = ema_shadows(newest, variables, floats)
     if not shadows:  # an evaluation graph's re-save holds no raw weights (r126 N3)
         from .resaved_named import resaved_no_shadow
 
@@ -153,7 +152,7 @@ def plan_average(newest: Checkpoint, ema: bool, bake: bool,
                        "but is not read as an average, so --ema would copy it from the newest "
                        "checkpoint unaveraged; average the raw weights instead (leave out --ema)")
     if not bake:
-        return {}, shadows, []
+        return {}, shadows, [], read_otherwise
     pairing = pairing or {}
     # Refuses what the file does not prove (strict: what it assumes), then requires a shadow
     # for every weight; the pairing itself is the one every command uses.
@@ -171,7 +170,7 @@ def plan_average(newest: Checkpoint, ema: bool, bake: bool,
                        "shadow that can be averaged; average without --ema --bake (each key "
                        "under its own name, its .meta beside it) and read that output with "
                        "ckpt export or restore-ema and the same options")
-    return source_of, shadows, list(m.assumed)
+    return source_of, shadows, list(m.assumed), read_otherwise
 
 
 def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
@@ -206,7 +205,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
         for c in reversed(ckpts):  # shows its names mislead (r110 F6): the newest first
             refuse_strict_mark(c)  # nor a bake's over another object's keys (r117 F10)
             refuse_own_graph_swap(c.with_meta(False))
-    source_of, to_average, assumed = plan_average(newest, ema, bake, pairing)
+    source_of, to_average, assumed, read_otherwise = plan_average(newest, ema, bake, pairing)
     use_meta = (pairing or {}).get("use_meta", True)
     # --ema --bake --no-meta over an input's graph (or mark) deciding or doubting its names:
     # a statement its mark records and every read repeats (review-29-attack-r107 F3)
@@ -285,7 +284,8 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
                          doubt_removed=[os.path.join(out_dir, f) for f in stale],
                          records=[os.path.basename(r) for r in records if r],
                          warnings=[written_warning(unread)] if unread else [],
-                         dropped=dropped if drop else None)
+                         dropped=dropped if drop else None,
+                         read_otherwise={} if bake else read_otherwise)
 
 
 def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,

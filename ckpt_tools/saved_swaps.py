@@ -275,9 +275,26 @@ def averages_alone_said(ckpt: Checkpoint) -> str:
 def shadow_keys(ckpt: Checkpoint, variables) -> set[str] | None:
     """The keys holding averages, for a checkpoint :func:`swapped_pairs` pairs (what
     ``average --ema`` averages: ``W`` of a swapping Saver, not ``W/ExponentialMovingAverage``,
-    which holds ``W`` raw); ``None`` where it pairs nothing (the roles say)."""
+    which holds ``W`` raw); where the keys hold several EMA objects' shadows, those of every
+    object :func:`swap_objects` finds (each pairs alone); ``None`` where it pairs nothing (the
+    roles say)."""
     found = swapped_pairs(ckpt, variables)
-    return None if found is None else {s for s, t in found[0] if s != t}
+    if found is not None:
+        return {s for s, t in found[0] if s != t}
+    # several objects' shadows (``{"W": fast.average(W), "W/fast": W, "W/slow":
+    # slow.average(W)}``) pair only one object at a time: read by the names instead, key
+    # ``W`` (fast's average) was copied from the newest input as a raw weight and ``W/fast``
+    # (W raw) averaged as a shadow, exit 0 (note/s33e.md)
+    objects = swap_objects(ckpt, variables)
+    if not objects:
+        return None
+    held: set[str] = set()
+    for name in objects:
+        pairs = swapped_pairs(ckpt, variables, name)
+        if pairs is None:  # swap_objects found each one pairing: never, but not guessed
+            return None
+        held |= {s for s, t in pairs[0] if s != t}
+    return held
 
 
 def pairs_through_save_op(ckpt: Checkpoint, variables,

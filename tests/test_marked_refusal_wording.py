@@ -56,6 +56,7 @@ def raw_holds_fast(name):
                 s.run(step)
                 saver.save(s, f"{out}/{name}/model.ckpt", global_step=i)
                 for k, x in (("W", w), ("V", v)):
+                    truth[f"{name}:{i}:raw:model/{k}"] = s.run(x)
                     for o, e in (("fast", fast), ("slow", slow)):
                         truth[f"{name}:{i}:{o}:model/{k}"] = s.run(e.average(x))
 
@@ -185,27 +186,78 @@ def test_raw_export_of_a_restore_ema_output_says_it_writes_the_averages(made, tm
     assert code == 0 and "drop --raw" in " ".join(err.split()), err
 
 
-def test_the_unaveraged_pairing_refusal_offers_a_plain_average_that_reads_right(made, tmp_path):
-    """review-32-attack-r119 N2: ``average --ema --bake --ema-name fast`` of a Saver keeping
-    fast's average of W under model/W is refused (r119 F5: the key is not read as a shadow),
-    offering "leave out --bake", which --ema-name refuses without (exit 2), and whose --ema
-    copies that key from the newest input unaveraged. The refusal now offers a plain average
-    read with the same options; followed, it gives the mean of fast's averages."""
+def _mean(truth, of: str) -> np.ndarray:
+    """The mean of the two saves' ``of`` (``run:object:key``) as ``average`` computes it
+    (float64, then the key's float32)."""
+    run, rest = of.split(":", 1)
+    return ((truth[f"{run}:1:{rest}"].astype(np.float64) + truth[f"{run}:2:{rest}"]) / 2
+            ).astype(np.float32)
+
+
+def test_a_bake_of_one_of_two_swapped_objects_bakes_its_averages(made, tmp_path):
+    """review-32-attack-r119 F5: ``average --ema --bake --ema-name fast`` of a Saver keeping
+    fast's average of W under model/W (W raw under model/W/fast, slow's average under
+    model/W/slow) was refused "the average of 'model/W/fast' is 'model/W', which is not a
+    floating-point EMA shadow" (with N2's offer, a plain average read with the same options):
+    the save op and fast's update op prove model/W an average. It now bakes: the key the
+    .meta's Saver restores W from holds the mean of fast's averages at each save, bit for bit,
+    and model/W (read as an average with --ema-name slow too) is averaged, not copied from
+    the newest (review-32-attack-r117 F2 read that copy in place as fast's mean)."""
     out, truth = made
     run = out / "raw_holds_fast"
     inputs = [str(run / f"model.ckpt-{i}") for i in (1, 2)]
-    code, _, err = run_cli(["average", *inputs, "--ema", "--bake", "--ema-name", "fast",
-                            "--out", str(tmp_path / "b")])
+    for name in ("fast", "slow"):
+        code, _, err = run_cli(["average", *inputs, "--ema", "--bake", "--ema-name", name,
+                                "--out", str(tmp_path / name), "--json"])
+        assert code == 0, err
+        code, _, err = run_cli(["export", str(tmp_path / name), "--raw",
+                                "--out", str(tmp_path / f"{name}.npz")])
+        assert code == 0, err
+        with np.load(tmp_path / f"{name}.npz") as got:  # W from model/W/fast, V from model/V
+            for k in ("model/W", "model/V"):
+                np.testing.assert_array_equal(got[k], _mean(truth, f"raw_holds_fast:{name}:{k}"))
+        code, _, err = run_cli(["export", str(tmp_path / name), "--ema-name", "fast",
+                                "--out", str(tmp_path / f"{name}f.npz")])
+        assert code == 0, err
+        with np.load(tmp_path / f"{name}f.npz") as got:  # model/W: fast's, averaged
+            for k in ("model/W", "model/V"):
+                np.testing.assert_array_equal(got[k], _mean(truth, f"raw_holds_fast:fast:{k}"))
+    # slow's bake left model/W/fast holding slow's mean: read by its names (no graph beside
+    # a copy of its .index + .data), it would give slow's as fast's: refused
+    copy = _copy(tmp_path / "slow", "model.ckpt-2", tmp_path / "c", only=(".index", ".data"))
+    for stated in ([], ["--not-swapped"], ["--no-meta"]):
+        code, _, err = run_cli(["export", str(copy), "--ema-name", "fast", *stated,
+                                "--out", str(tmp_path / "c.npz")])
+        assert code == 6 and not (tmp_path / "c.npz").exists(), (stated, err)
+
+
+def test_an_ema_average_of_swapped_objects_averages_the_average_under_ws_name(made, tmp_path):
+    """note/s33e.md MAJOR: ``average --ema`` of that Saver's run copied model/W (fast's
+    average) from the newest checkpoint unaveraged and averaged model/W/fast (W raw) as a
+    shadow by its name; ``export --ema-name fast`` of the output then gave ckpt-2's average
+    as the mean, exit 0, under a note saying every key was averaged. The save op and the
+    update ops now say which keys hold averages: model/W is averaged, model/W/fast copied,
+    and the note names both."""
+    out, truth = made
+    run = out / "raw_holds_fast"
+    code, _, err = run_cli(["average", *(str(run / f"model.ckpt-{i}") for i in (1, 2)),
+                            "--ema", "--out", str(tmp_path / "a")])
     said = " ".join(err.split())
-    assert code == 6 and "leave out --bake" not in said, err
-    assert "average without --ema --bake" in said and "the same options" in said, err
-    code, _, err = run_cli(["average", *inputs, "--out", str(tmp_path / "a")])
     assert code == 0, err
-    code, _, err = run_cli(["export", str(tmp_path / "a"), "--ema-name", "fast",
-                            "--out", str(tmp_path / "a.npz")])
+    assert "'model/W', not named as an EMA shadow, holds an EMA average and was averaged; " \
+           "'model/W/fast', named as an EMA shadow, holds no average and was copied from " \
+           "the newest" in said and "whichever it holds" not in said, err
+    assert "--ema-name decides there" in said, err
+    for name in ("fast", "slow"):
+        code, _, err = run_cli(["export", str(tmp_path / "a"), "--ema-name", name,
+                                "--out", str(tmp_path / f"{name}.npz")])
+        assert code == 0, err
+        with np.load(tmp_path / f"{name}.npz") as got:
+            for k in ("model/W", "model/V"):
+                np.testing.assert_array_equal(got[k], _mean(truth, f"raw_holds_fast:{name}:{k}"))
+    code, _, err = run_cli(["export", str(tmp_path / "a"), "--raw",
+                            "--out", str(tmp_path / "raw.npz")])
     assert code == 0, err
-    with np.load(tmp_path / "a.npz") as got:
+    with np.load(tmp_path / "raw.npz") as got:  # the raw weights: the newest's, as --ema says
         for k in ("model/W", "model/V"):
-            want = (truth[f"raw_holds_fast:1:fast:{k}"].astype(np.float64)
-                    + truth[f"raw_holds_fast:2:fast:{k}"]) / 2
-            np.testing.assert_allclose(got[k], want, rtol=1e-6)
+            np.testing.assert_array_equal(got[k], truth[f"raw_holds_fast:2:raw:{k}"])

@@ -203,11 +203,13 @@ def average_command(
                     f"{agreeing(len(result.nonfinite), 'holds', 'hold')} NaN or Inf (an input "
                     f"held them, or inf + -inf, which averages to NaN as in NumPy): {shown}")
     unproven = _unproven(result.newest) if ema and not bake else None
-    if unproven is not None:  # what the shadow keys hold is unproven (s28d "Left"): said
-        option = unproven.option
+    option = getattr(unproven, "option", None)
+    refused = f"export refuses its pairing{f' ({option} decides there)' if option else ''}"
+    if unproven is not None and result.read_otherwise:  # the save op's word, key by key
+        out.note(f"note: {_read_otherwise_said(result.read_otherwise)}; {refused}", always=True)
+    elif unproven is not None:  # what the shadow keys hold is unproven (s28d "Left"): said
         out.note("note: the file does not prove what the keys named as EMA shadows hold "
-                 "(they may hold the raw weights): export refuses its "
-                 f"pairing{f' ({option} decides there)' if option else ''}; each key was "
+                 f"(they may hold the raw weights): {refused}; each key was "
                  "averaged under its own name, whichever it holds ('ckpt export' says why)",
                  always=True)
     if json_out:
@@ -215,9 +217,10 @@ def average_command(
         return
     if quiet:
         return
-    what = ("key named as an EMA shadow" if unproven is not None else "EMA shadow") if ema \
+    by_names = unproven is not None and not result.read_otherwise
+    what = ("key named as an EMA shadow" if by_names else "EMA shadow") if ema \
         else "float variable"
-    plural = "keys named as EMA shadows" if unproven is not None else None
+    plural = "keys named as EMA shadows" if by_names else None
     baked = f", {len(result.baked)} plain names hold them" if result.baked else ""
     copied = len(result.copied)
     # `averaged` lists the baked plain names too (their values are averages): count each
@@ -228,6 +231,34 @@ def average_command(
               f"{baked}, {copied} tensor{'s' if copied != 1 else ''} copied from the newest "
               f"({result.newest}, by {result.newest_by})" + stated_record_said(
                   [r for r in result.records if r.endswith(".restored.json")]))
+
+
+def _read_otherwise_said(read: dict[str, bool]) -> str:
+    """What ``average --ema`` did with the keys the ``.meta``'s save op reads against their
+    names (``read``: key -> averaged as an EMA average not named as one, or copied, named as
+    one but holding none), naming each (the output is no mean where they are not said)."""
+    def shown(keys: list[str]) -> str:
+        return ", ".join(repr(k) for k in keys[:5]) + (" ..." if len(keys) > 5 else "")
+
+    averaged = [k for k, v in read.items() if v]
+    copied = [k for k, v in read.items() if not v]
+    said = []
+    if averaged:
+        n = len(averaged)
+        said.append(f"{shown(averaged)}, not named as "
+                    f"{agreeing(n, 'an EMA shadow', 'EMA shadows')}, "
+                    f"{agreeing(n, 'holds an EMA average and was', 'hold EMA averages and were')} "
+                    "averaged")
+    if copied:
+        n = len(copied)
+        said.append(f"{shown(copied)}, named as {agreeing(n, 'an EMA shadow', 'EMA shadows')}, "
+                    f"{agreeing(n, 'holds no average and was', 'hold no averages and were')} "
+                    "copied from the newest")
+    n = len(read)
+    return (f"the .meta's save op and EMA update ops show what {counted(n, 'key')} "
+            f"{agreeing(n, 'holds', 'hold')}, whatever {agreeing(n, 'its name', 'their names')} "
+            f"{agreeing(n, 'says', 'say')}: "
+            + "; ".join(said) + "; every other key was averaged or copied as its name says")
 
 
 def _unproven(newest: str):
