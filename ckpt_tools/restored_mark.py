@@ -332,3 +332,19 @@ def warn_marked_stated(ckpt, stacklevel: int = 3) -> dict:
         warning.stated, warning.record, warning.notes = list(mark.stated), where, [note]
         warnings.warn(warning, stacklevel=stacklevel)
     return {"written_under": {s: True for s in mark.stated}, "written_under_record": where}
+
+
+def marked_stated_said(path: str) -> tuple[str | None, dict]:
+    """What ``ckpt eval`` says of the file ``path`` restore-ema's mark says it wrote under
+    statements (:func:`stated_note`, once per command: the file read once more).
+
+    Returns:
+        `tuple`: the note (``None``: no such mark) and the ``--json`` fields
+        (``"written_under"``, ``"written_under_record"``).
+    """
+    mark = read_mark(path)
+    if mark is None or not mark.stated:
+        return None, {}
+    return stated_note(path, mark.stated), {
+        "written_under": {s: True for s in mark.stated},
+        "written_under_record": f"{path}'s {MARK_ATTR} attribute"}

@@ -143,6 +143,9 @@ def test_eval_reads_restore_ema_format_h5(saved):
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["raw_accuracy"] == want == doc["ema_accuracy"] and doc["weights_are_averages"]
+    # what its input was read under, which the mark records, said as list/export say it (F3)
+    assert doc["written_under"] == {"not_swapped": True}, doc
+    assert "read under --not-swapped, as its mark records" in " ".join(r.stderr.split())
     r = _ckpt("eval", dst, "--num-examples", NUM, "--no-use-ema", "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["raw_accuracy"] == want

@@ -49,6 +49,7 @@ from ..errors import (
     OutputError,
     RecordedStatementWarning,
 )
+from ..restored_mark import marked_stated_said
 from ..wording import counted
 from . import distributed
 from .common import (
@@ -371,6 +372,11 @@ def eval_command(
     # restore-ema's output with nothing stated: no EMA pairing was read (evaluate)
     stated = {} if result.weights_are_averages and use_ema is None and names is None and \
         optimizer is None else _stated(out, result, use_ema, names, not_swapped, fit_order)
+    if result.weights_are_averages:  # what restore-ema's mark says it rested on (r128 F3)
+        note, fields = marked_stated_said(result.checkpoint)
+        if note:
+            out.note(f"note: {note}", always=True)
+        stated = {**fields, **stated}
     assumed: list[str] = []
     for w in said:  # what the EMA pairing assumed: a note, as export and restore-ema say it
         if issubclass(w.category, AssumptionWarning):
