@@ -62,7 +62,7 @@ def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
     Saver's graph doubts, where no graph beside it doubts it now (review-28-attack-r105
     F1-F3)."""
     d = names_doubted(doc) or {}
-    said = f"{path}: " + _doubt_said(d)
+    said = f"{path}: " + doubt_said(d)
     proved = strict_doubt(doc)
     if proved == GRAPH_OF_INPUT:  # a bake over another object's keys (r117 F1-F3)
         return UnprovenPairingError(
@@ -127,12 +127,12 @@ def _read_from(d: dict) -> str:
     if not n or not d.get("origins"):
         return (f"Read the averages from {agreeing(n or 2, 'the checkpoint', 'the checkpoints')}"
                 " it was written from; ")
-    # (the refusal names those inputs: _doubt_said)
+    # (the refusal names those inputs: doubt_said)
     return (f"Read the averages from {agreeing(n, 'that input', 'those inputs')}, with "
             f"{agreeing(n, 'its graph', 'their graphs')} beside {agreeing(n, 'it', 'them')}; ")
 
 
-def _doubt_said(d: dict) -> str:
+def doubt_said(d: dict) -> str:
     """``"its _CKPT_TOOLS_RECORD key says <who> from inputs (...) whose keys' names a
     swapping (or crossing) Saver's graph (...) doubts<tail>"`` of the mark's
     ``names_doubted`` ``d``: ``crossing`` where that graph showed a Saver crossing averages
@@ -163,7 +163,7 @@ def no_meta_doubted_refusal(path: str, doc: dict,
             "input's keys named as averages held" if stated_of(doc).get("no_meta") else "")
     return UnprovenPairingError(
         f"{path}: --no-meta pairs its keys by their names alone, but "
-        + _doubt_said(d) + held + ": a swapping Saver's keys named as averages hold the raw "
+        + doubt_said(d) + held + ": a swapping Saver's keys named as averages hold the raw "
         "weights, so the names do not say what its keys hold. If a Saver of each variable "
         "under its own name wrote the inputs, pass --not-swapped (Python: not_swapped=True); "
         "if the swapping Saver did, the keys as stored are what it saved (ckpt export --raw "

@@ -72,11 +72,19 @@ def no_meta_raw_warning(ckpt) -> str:
         `str`: the warning's text (without ``"warning: "``).
     """
     from .no_meta_own import raw_warning
-    from .tools_mark import RECORD_KEY, stated_of
+    from .tools_mark import RECORD_KEY, names_doubted, stated_of
 
     shown = raw_warning(ckpt)
     if shown:
         return shown
+    doubt = names_doubted(getattr(ckpt, "tools_mark", None))
+    if doubt and not stated_of(getattr(ckpt, "tools_mark", None)).get("no_meta"):
+        from .doubt_refusal import doubt_said
+
+        # the mark was read: not "nothing read shows" (review-33-attack-r128 m2)
+        return ("exporting the keys named as variables as stored (--raw --no-meta): "
+                f"{doubt_said(doubt)}, a graph not read here: where that Saver wrote a key "
+                "named as a variable, it holds an average, not a raw weight")
     if stated_of(getattr(ckpt, "tools_mark", None)).get("no_meta"):
         return ("exporting the keys named as variables as stored (--raw) although the "
                 f"checkpoint has keys named as EMA shadows; its {RECORD_KEY} key says it was "

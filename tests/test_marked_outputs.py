@@ -209,6 +209,11 @@ def test_raw_no_meta_records_the_keys_as_stored(made, tmp_path):
         assert code == 0, err
         assert _record(dest) == {"values": "stored"}, src  # was "raw"
         assert "as stored (the averages where a swapping Saver wrote them" in said, said
+        line = " ".join(err.split())
+        # m2: the copy's warning said "with --no-meta nothing read shows which of them hold
+        # the averages" right after its mark, which says so, was read
+        assert "nothing read shows" not in line, line
+        assert src != copied or f"{KEY} key says ckpt average wrote it from inputs" in line, line
         with np.load(dest) as z:
             for key in NAMES:
                 np.testing.assert_allclose(z[key], want(key), rtol=1e-6)
