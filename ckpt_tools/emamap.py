@@ -291,7 +291,9 @@ def ema_map(
         # while the file is open (a Keras mark is read from it)
         from .stated_python import warn_stated
 
-        warn_stated(ckpt, read={s for s, t in pairs if not out(s, t)}, stacklevel=3)
+        stated_only = getattr(ckpt, "averages_only", False)  # the keys read decide only it
+        warn_stated(ckpt, read={s for s, t in pairs if not out(s, t)} if stated_only else None,
+                    stacklevel=3)
     finally:
         opened.__exit__()
 
