@@ -14,9 +14,9 @@ import os
 from . import roles as R
 from .average_carried import record_name, removable, write_record
 from .average_doubt import carry_doubt, doubt_to_carry
-from .average_graphs import refuse_disagreeing_graphs
 from .average_held import refuse_keys_held_otherwise
 from .average_layouts import refuse_resumed_layouts
+from .average_own_bake import graphs_disagree, own_bake_sources
 from .average_renamed_doubt import refuse_renamed_doubt
 from .average_result import AverageResult
 from .average_shadows import ema_shadows
@@ -196,16 +196,22 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
     carry = doubt_to_carry(ckpts, ema, bake,  # refused where it cannot be carried
                            no_meta=not (pairing or {}).get("use_meta", True))
     unknown = unknown_to_carry(ckpts, ema, bake, pairing)  # ... and where nothing can be
-    refuse_disagreeing_graphs(ckpts)  # own graphs saying a key holds different things (r110 F5)
+    # own graphs saying a key holds different things (r110 F5): refused, but for --ema --bake,
+    # which reads each input's averages through its own graph (r128 M1)
+    disagree = graphs_disagree(ckpts, ema and bake)
     # (before the pairing's refusals: an option offered there would be refused here, r118 F4)
-    dropped = refuse_keys_held_otherwise(ckpts, [k for k, e in newest.entries().items()
-                                                 if e.dtype_name in _AVERAGED], pairing, bake,
-                                         plain=not ema, drop=drop)
+    # (a TF1 key's differing sources are what own_bake_sources reads per input)
+    dropped = [] if disagree is not None and newest.objects is None else \
+        refuse_keys_held_otherwise(ckpts, [k for k, e in newest.entries().items()
+                                           if e.dtype_name in _AVERAGED], pairing, bake,
+                                   plain=not ema, drop=drop)
     if not (pairing or {}).get("use_meta", True):  # --no-meta: nor an input whose own graph
         for c in reversed(ckpts):  # shows its names mislead (r110 F6): the newest first
             refuse_strict_mark(c)  # nor a bake's over another object's keys (r117 F10)
             refuse_own_graph_swap(c.with_meta(False))
     source_of, to_average, assumed, read_otherwise = plan_average(newest, ema, bake, pairing)
+    per_input = None if disagree is None else own_bake_sources(
+        ckpts, source_of, to_average, pairing, {*newest.entries(), *source_of}, disagree)
     use_meta = (pairing or {}).get("use_meta", True)
     # --ema --bake --no-meta over an input's graph (or mark) deciding or doubting its names:
     # a statement its mark records and every read repeats (review-29-attack-r107 F3)
@@ -251,7 +257,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
                 bake and rewrites_misleading(newest.with_meta(use_meta), source_of, to_average),
                 source_of, to_average), ckpts, ema, bake, source_of,
                 (pairing or {}).get("ema_name")),
-            dropped)
+            dropped, per_input)
         carried: list[str] = []
         records: list[str | None] = []
         if saved_model:
@@ -356,10 +362,12 @@ def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
 
 
 def _write_average(ckpts, prefix, source_of, to_average, progress, shown, mark=None,
-                   dropped=()):
+                   dropped=(), own=None):
     """Writes the averaged bundle at ``prefix`` (with ``mark`` inside it:
-    :func:`average_mark`); returns (averaged, copied, bytes written, averaged keys holding
-    NaN or Inf)."""
+    :func:`average_mark`); ``own``: per input, the key its own graph pairs with each averaged
+    output key (:func:`~ckpt_tools.average_own_bake.own_bake_sources`), else ``source_of``'s
+    for every input; returns (averaged, copied, bytes written, averaged keys holding NaN or
+    Inf)."""
     import numpy as np
 
     newest = ckpts[-1]
@@ -378,8 +386,8 @@ def _write_average(ckpts, prefix, source_of, to_average, progress, shown, mark=N
                                else np.float64)
                 # inf + -inf is NaN, as in NumPy's mean: the value is right, the warning noise
                 with np.errstate(invalid="ignore", over="ignore"):
-                    for ckpt in ckpts:
-                        accumulate(acc, ckpt, src)
+                    for i, ckpt in enumerate(ckpts):
+                        accumulate(acc, ckpt, src if own is None else own[i][key])
                         if progress:
                             progress(entry.nbytes)
                     acc /= len(ckpts)

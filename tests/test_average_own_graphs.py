@@ -19,6 +19,25 @@ from test_marked_outputs import NAMES, _copy
 SCRIPT = RUN + '''
 run("swap", True, every=True)
 run("plain", False, every=True)
+# two same-shaped variables under a swapping Saver, and under a Saver crossing their averages
+# (a/<EMA> holds b's): a bake reading each input's own pairing must refuse the pair (r128 M1)
+for name in ("xswap", "xcross"):
+    with tf.Graph().as_default():
+        gs = tf1.train.get_or_create_global_step()
+        a = tf1.get_variable("model/a", initializer=np.array([1., 2.], np.float32))
+        b = tf1.get_variable("model/b", initializer=np.array([5., 7.], np.float32))
+        ema = tf1.train.ExponentialMovingAverage(0.5)
+        with tf.control_dependencies([a.assign_add([1., 1.]), b.assign_add([3., 3.])]):
+            step = ema.apply([a, b])
+        avg = {x: ema.average(x) for x in (a, b)}
+        keys = ({"model/a": avg[a], "model/b": avg[b], ema.average_name(a): a,
+                 ema.average_name(b): b} if name == "xswap" else
+                {"model/a": a, "model/b": b, ema.average_name(a): avg[b],
+                 ema.average_name(b): avg[a]})
+        with trained(tf, step, 0) as s:
+            s.run(step)
+            tf1.train.Saver({**keys, "global_step": gs}).save(
+                s, f"{out}/{name}/model.ckpt", global_step=1)
 '''
 
 REFUSED = ("their own graphs say the same key holds different things",
@@ -46,23 +65,54 @@ def _refused(args: list[str], out_dir) -> str:
     return line
 
 
-@pytest.mark.parametrize("extra", [[], ["--ema", "--bake"]])
-def test_average_across_a_saver_change_in_one_run_is_refused(made, tmp_path, extra):
+def test_average_across_a_saver_change_in_one_run_is_refused(made, tmp_path):
     out, _ = made
     r = out / "resumed"
-    line = _refused([str(r / "model.ckpt-3"), str(r / "model.ckpt-2"), *extra], tmp_path / "a")
+    line = _refused([str(r / "model.ckpt-3"), str(r / "model.ckpt-2")], tmp_path / "a")
     assert str(r / "model.ckpt-3") in line and str(r / "model.ckpt-2") in line
     # the newest input's graph the plain one
     _refused([str(r / "model.ckpt-3"), str(r / "model.ckpt-2"), str(r / "model.ckpt-1"),
-              "--newest", str(r / "model.ckpt-2"), *extra], tmp_path / "b")
+              "--newest", str(r / "model.ckpt-2")], tmp_path / "b")
 
 
 @pytest.mark.parametrize("newest", ["swap", "plain"])
-@pytest.mark.parametrize("extra", [[], ["--ema", "--bake"]])
-def test_soup_of_a_swapping_and_a_plain_run_is_refused(made, tmp_path, newest, extra):
+def test_soup_of_a_swapping_and_a_plain_run_is_refused(made, tmp_path, newest):
     out, _ = made
     _refused([str(out / "plain/model.ckpt-3"), str(out / "swap/model.ckpt-3"),
-              "--newest", str(out / newest / "model.ckpt-3"), *extra], tmp_path / "a")
+              "--newest", str(out / newest / "model.ckpt-3")], tmp_path / "a")
+
+
+def _baked(inputs: list[tuple[str, str, int]], newest: int, made, tmp_path, name: str) -> None:
+    """``average --ema --bake`` of ``inputs`` (``(directory, run, step)``; ``newest``: the
+    index of the newest) exits 0 and writes under every name, read in place and as stored,
+    the mean of the averages each input's own graph pairs (truth: ``ema.average(v)``)."""
+    out, truth = made
+    paths = [str(out / d / f"model.ckpt-{i}") for d, _run, i in inputs]
+    code, _, err = run_cli(["average", *paths, "--newest", paths[newest], "--ema", "--bake",
+                            "--out", str(tmp_path / name)])
+    assert code == 0, err  # was 6, the plain average's reason (review-33-attack-r128 M1)
+    prefix = tmp_path / name / f"model.ckpt-{inputs[newest][2]}"
+    for opts in ([], ["--raw"]):
+        dest = tmp_path / f"{name}{len(opts)}.npz"
+        code, _, err = run_cli(["export", str(prefix), *opts, "--out", str(dest)])
+        assert code == 0, err
+        with np.load(dest) as z:
+            for key in NAMES:
+                want = (sum(truth[f"{run}:{i}:avg:{key}"].astype(np.float64)
+                            for _d, run, i in inputs) / len(inputs)).astype(np.float32)
+                np.testing.assert_array_equal(z[key], want, err_msg=f"{name} {opts} {key}")
+
+
+def test_bake_across_a_saver_change_reads_each_inputs_own_averages(made, tmp_path):
+    """--ema --bake averages the averages, not the keys: read through its own graph, each
+    input proves which key holds each weight's average, so the resumed run's and the soup's
+    bakes write the mean of those averages (both newest orders), where the plain average
+    stays refused (review-33-attack-r128 M1: refused with the plain average's reason)."""
+    r3, r2, r1 = ("resumed", "swap", 3), ("resumed", "plain", 2), ("resumed", "plain", 1)
+    _baked([r3, r2], 0, made, tmp_path, "r")
+    _baked([r3, r2, r1], 1, made, tmp_path, "r3")
+    for newest in (0, 1):
+        _baked([("plain", "plain", 3), ("swap", "swap", 3)], newest, made, tmp_path, f"s{newest}")
 
 
 @pytest.mark.parametrize("run", ["swap", "plain"])
@@ -136,3 +186,16 @@ def test_baked_average_of_a_swapping_run_is_not_marked(made, tmp_path):
             want = ((truth[f"swap:2:avg:{key}"].astype(np.float64) + truth[f"swap:3:avg:{key}"])
                     / 2).astype(np.float32)
             np.testing.assert_array_equal(z[key], want)
+
+
+def test_bake_refuses_inputs_whose_own_pairings_read_other_variables_averages(made, tmp_path):
+    """A swapping Saver's save beside one whose Saver crossed two variables' averages under
+    each other's names: each reads right alone, but the same output key names another
+    variable's average in each, so the bake across them stays refused."""
+    out, _ = made
+    ins = [str(out / n / "model.ckpt-1") for n in ("xswap", "xcross")]
+    for newest in ins:
+        code, _, err = run_cli(["average", *ins, "--newest", newest, "--ema", "--bake",
+                                "--out", str(tmp_path / "o")])
+        assert code == 6, err
+        assert not (tmp_path / "o").exists()
