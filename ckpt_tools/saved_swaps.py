@@ -297,6 +297,26 @@ def shadow_keys(ckpt: Checkpoint, variables) -> set[str] | None:
     return held
 
 
+def graph_named_averages(ckpt: Checkpoint) -> dict[str, str]:
+    """Key -> the shadow variable the ``.meta``'s save op wrote into it, for each stored key
+    named as another graph variable whose written variable the update ops record as an EMA
+    shadow (``AssignMovingAvg``): ``{"model/W": slow.average(W), ...}`` holds an average under
+    W's name, whatever W's name reads as (the keys named as no graph variable are
+    :func:`~ckpt_tools.written_roles.written_shadows`'). ``{}`` without a save op that wrote
+    ``ckpt`` or update ops recording shadows, for TF2 files, or where none is so."""
+    meta = ckpt.meta
+    if meta is None or ckpt.objects is not None:
+        return {}
+    held = held_variables(ckpt)
+    averaged = _averaged(ckpt) if held else {}
+    if not averaged:
+        return {}
+    graph = {v.checkpoint_key for v in meta.variables.values()}
+    return {k: h for k, h in held.items()  # type: ignore[union-attr]
+            if k in graph and k in ckpt.entries() and h is not None and h != k
+            and h in averaged}
+
+
 def pairs_through_save_op(ckpt: Checkpoint, variables,
                           ema_name: str | None = None) -> tuple[list, list, list] | None:
     """The pairs of a TF1 checkpoint whose keys the save op proves, where the keys' names do

@@ -5,6 +5,8 @@ save."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from helpers import run_cli
@@ -34,8 +36,9 @@ def run(name, keys_of, saves=(1, 2)):
                     truth[f"{name}:{i}:raw:model/{k}"] = s.run(x)
 
 
-def raw_holds_fast(name):
-    # review-32-attack-r117 F1: fast's average of W swapped with W; slow's plain
+def raw_holds_fast(name, keys_of=None):
+    # review-32-attack-r117 F1: fast's average of W swapped with W; slow's plain (keys_of(w,
+    # v, fast, slow): another Saver of these two objects)
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
         with tf1.variable_scope("model"):
@@ -47,10 +50,10 @@ def raw_holds_fast(name):
         fast = tf1.train.ExponentialMovingAverage(0.5, name="fast")
         with tf.control_dependencies([train]):
             step = tf.group(slow.apply([w, v]), fast.apply([w, v]))
-        saver = tf1.train.Saver({"global_step": gs, "model/W": fast.average(w),
-                                 "model/W/fast": w, "model/W/slow": slow.average(w),
-                                 "model/V": v, "model/V/fast": fast.average(v),
-                                 "model/V/slow": slow.average(v)}, max_to_keep=None)
+        keys = keys_of(w, v, fast, slow) if keys_of else {
+            "model/W": fast.average(w), "model/W/fast": w, "model/W/slow": slow.average(w),
+            "model/V": v, "model/V/fast": fast.average(v), "model/V/slow": slow.average(v)}
+        saver = tf1.train.Saver({"global_step": gs, **keys}, max_to_keep=None)
         with trained(tf, step, 0) as s:
             for i in (1, 2):
                 s.run(step)
@@ -61,6 +64,10 @@ def raw_holds_fast(name):
                         truth[f"{name}:{i}:{o}:model/{k}"] = s.run(e.average(x))
 
 raw_holds_fast("raw_holds_fast")
+# slow's average of W under model/W, W itself not saved (note/s33k)
+raw_holds_fast("raw_holds_slow", lambda w, v, fast, slow: {
+    "model/W": slow.average(w), "model/W/fast": fast.average(w), "model/V": v,
+    "model/V/fast": fast.average(v), "model/V/slow": slow.average(v)})
 E = "ExponentialMovingAverage"
 # crossing, not swapping: each variable under its own name, the averages crossed
 run("crossed", lambda w, v, ema: {"model/W": w, "model/V": v,
@@ -261,3 +268,26 @@ def test_an_ema_average_of_swapped_objects_averages_the_average_under_ws_name(ma
     with np.load(tmp_path / "raw.npz") as got:  # the raw weights: the newest's, as --ema says
         for k in ("model/W", "model/V"):
             np.testing.assert_array_equal(got[k], truth[f"raw_holds_fast:2:raw:{k}"])
+
+
+def test_an_ema_average_averages_an_average_under_its_variables_name(made, tmp_path):
+    """note/s33k: a Saver keeping slow's average of W under model/W (W not saved, fast's
+    average under model/W/fast) pairs no object (export refuses it), and ``average --ema``
+    read model/W by its name as a weight: copied from the newest checkpoint, exit 0, under a
+    note saying each key was averaged. The save op and slow's update op prove it an
+    average: it is averaged, and the note says so."""
+    out, truth = made
+    run = out / "raw_holds_slow"
+    code, text, err = run_cli(["average", *(str(run / f"model.ckpt-{i}") for i in (1, 2)),
+                               "--ema", "--out", str(tmp_path / "a"), "--json"])
+    said = " ".join(err.split())
+    assert code == 0, err
+    assert "'model/W', not named as an EMA shadow, holds an EMA average and was averaged" \
+        in said and "whichever it holds" not in said, err
+    result = json.loads(text)
+    assert "model/W" in result["averaged"] and "model/W" not in result["copied"], text
+    code, _, err = run_cli(["export", str(tmp_path / "a"), "--raw", "--no-meta",
+                            "--out", str(tmp_path / "a.npz")])  # the keys as stored
+    assert code == 0, err
+    with np.load(tmp_path / "a.npz") as got:
+        np.testing.assert_array_equal(got["model/W"], _mean(truth, "raw_holds_slow:slow:model/W"))
