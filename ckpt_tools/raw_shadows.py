@@ -33,7 +33,7 @@ from .raw_named import (
     saved_from,
 )
 from .raw_named_said import if_trained
-from .resave_objects import crossed_refusal
+from .resave_objects import crossed_refusal, raw_saver_read
 from .resaved_named import stated_resaved
 from .save_op import graph_file, graph_named, why_unwritten, written_sources
 from .unstored_heads import suspect_weights
@@ -80,6 +80,14 @@ def _statable(ckpt: Checkpoint, sources, s: str, t: str) -> bool:
 def _evaluation_refusal(ckpt: Checkpoint, found: list, undecided) -> UnprovenPairingError:
     s, t = found[0]
     graph = graph_named(ckpt)
+    # a Saver of the graph reading the raw weights' keys: said, as it may have restored
+    # them (review-33-attack-r130 M1); a Saver built is no proof that it ran
+    raw = raw_saver_read(ckpt, s[len(t) + 1:]) if s.startswith(t + "/") else None
+    shown = ("the file cannot show that" if raw is None else
+             f"the {graph} also builds a Saver that reads {raw[1]} from the key {raw[0]} "
+             "(its own name: the raw weight in a training checkpoint), and if that Saver "
+             "restored the variables the keys hold raw weights; the file cannot show which "
+             "restored them")
     return UnprovenPairingError(
         f"{ckpt.path}: {counted(len(found), 'key')} named as averages "
         f"{agreeing(len(found), 'was', 'were')} written from their "
@@ -87,7 +95,7 @@ def _evaluation_refusal(ckpt: Checkpoint, found: list, undecided) -> UnprovenPai
         "ema.variables_to_restore() in a graph with no shadow variables and no ema.apply() "
         "(an evaluation graph re-saving what it restored), so each key holds what that Saver "
         "restored into the variable before saving: the averages if it restored them from a "
-        "training checkpoint, but the file cannot show that; pass --averages-only (Python: "
+        f"training checkpoint, but {shown}; pass --averages-only (Python: "
         "open_checkpoint(path, averages_only=True)) if the keys hold averages restored that "
         "way (then they are paired as the averages)", "--averages-only", undecided)
 

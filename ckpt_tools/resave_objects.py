@@ -15,7 +15,8 @@ from .formats.meta_update_ops import RESTORES
 from .save_op import graph_file, graph_named, written_sources
 from .wording import agreeing, counted
 
-__all__ = ["crossed_refusal", "other_ema_named", "restored_ema_named", "sits_under"]
+__all__ = ["crossed_refusal", "other_ema_named", "raw_restored", "raw_saver_read",
+           "restored_ema_named", "sits_under"]
 
 _SAVE_OPS = frozenset({"SaveV2", "SaveSlices", "Save"})
 _ASSIGNS = frozenset({"Assign", "AssignVariableOp"})
@@ -92,6 +93,52 @@ def restored_ema_named(ckpt, name: str) -> tuple[str, str] | None:
             # the saved EMA name's key of another variable (V/slow into W) is V's average
             # (review-33-attack-r126 F1): fail-closed
             if var is None and _crossed_into(key, own, name, saved):
+                return key, own
+    return None
+
+
+def raw_restored(ckpt, name: str) -> tuple[str, str] | None:
+    """A key of a variable's own name (``l1/w``, or that name under another leading scope)
+    that a restore op of ``ckpt``'s graph file outside every Saver's scope reads into a
+    variable ``<v>`` a Saver of the graph writes under ``<v>/<name>``:
+    ``tf1.train.init_from_checkpoint(ckpt, {"l1/w": l1/w})`` or ``warm_start`` filling the
+    variable with a training checkpoint's RAW weight before a
+    ``Saver(ema.variables_to_restore())`` saved it as the average (review-33-attack-r130 M1).
+    Unlike a Saver merely built in the graph, such an op is the variable's initializer:
+    it ran.
+
+    Returns:
+        `(key, variable)`, or ``None`` where no such restore is recorded (or no graph)."""
+    path = graph_file(ckpt)
+    saved = _saved_under(saved_sources_all(path) if path else [], name)
+    for graph in read_graphs(path) if saved else ():
+        for target, key in _restored_keys(graph.nodes):
+            own, stem = PART.sub("", target), PART.sub("", key)
+            if own in saved and not key.endswith("/" + name) \
+                    and sits_under(key, [target]) is None and _renamed(stem, own) \
+                    and not _crossed_into(key, own, name, saved):
+                return key, own
+    return None
+
+
+def raw_saver_read(ckpt, name: str) -> tuple[str, str] | None:
+    """A key of a variable's own name that some Saver of ``ckpt``'s graph file reads into a
+    variable ``<v>`` another Saver of it writes under ``<v>/<name>`` (``Saver()`` or
+    ``Saver({"l1/w": l1/w})`` beside ``Saver(ema.variables_to_restore())``): if that Saver
+    restored it, the variable held the raw weight (review-33-attack-r130 M1). A Saver built
+    is no proof that it restored (a Scaffold builds one), so this is only said.
+
+    Returns:
+        `(key, variable)`, or ``None``."""
+    path = graph_file(ckpt)
+    savers = saved_sources_all(path) if path else []
+    saved = _saved_under(savers, name)
+    for saver in savers:
+        for key, src in saver.items():
+            whole = {PART.sub("", s) for s in src}
+            own = next(iter(whole)) if len(whole) == 1 else None
+            if own in saved and not key.endswith("/" + name) \
+                    and sits_under(key, src) is None and _renamed(PART.sub("", key), own):
                 return key, own
     return None
 
@@ -184,9 +231,23 @@ def crossed_refusal(ckpt, evaluated: list) -> UnprovenPairingError | None:
     (name, *more) = sorted(set(named.values()))
     other = (next((s, under[s]) for s, n in named.items() if n != name) if more
              else other_ema_named(ckpt, name))
-    if other is None:
-        return None
     s = next(iter(named))
+    if other is None:
+        raw = raw_restored(ckpt, name)
+        if raw is None:
+            return None
+        # the graph filled the variables from their raw weights' keys: no statement makes
+        # what it saved averages (review-33-attack-r130 M1)
+        return UnprovenPairingError(
+            f"{ckpt.path}: {counted(len(evaluated), 'key')} named as averages "
+            f"{agreeing(len(evaluated), 'was', 'were')} written from "
+            f"{agreeing(len(evaluated), 'its variable', 'their variables')} by a Saver of a "
+            f"graph (e.g. {s} from {under[s]}), whose {graph_named(ckpt)} restores "
+            f"{raw[1]} from the key {raw[0]} outside its Savers (init_from_checkpoint or "
+            "warm_start): a key of the variable's own name, its raw weight in a training "
+            "checkpoint, so the keys hold raw weights, not averages (--averages-only cannot "
+            "make them averages); read the averages you want from the training checkpoint",
+            None, {k: (v,) for k, v in evaluated})
     return UnprovenPairingError(
         f"{ckpt.path}: {counted(len(evaluated), 'key')} named as averages "
         f"{agreeing(len(evaluated), 'was', 'were')} written from "

@@ -1,0 +1,115 @@
+"""A TF1 evaluation graph that restored the RAW weights (``init_from_checkpoint(ckpt,
+{"l1/w": w})``, or a restoring ``Saver({"l1/w": w})``) and saved with
+``Saver(slow.variables_to_restore())`` was offered ``--averages-only`` ("the file cannot show
+that"), which then exported the raw weights as slow's averages, exit 0, though the ``.meta``
+records the key the graph restored: the variable's own name (review-33-attack-r130 M1). A
+restore op outside the Savers is the variable's initializer (it ran): refused, no offer. A
+Saver merely built may not have restored, so the refusal says what it reads and still asks.
+Made here by TensorFlow (a subprocess), the truth read from the training session
+(``ema.average(v)``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import run_cli, run_script
+
+SCRIPT = r'''
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+tf1.disable_eager_execution()
+out = sys.argv[1]
+truth = {}
+with tf.Graph().as_default():  # training: slow's averages saved beside the raw weight
+    gs = tf1.train.get_or_create_global_step()
+    w = tf1.get_variable("l1/w", initializer=tf.constant([0.5, 0.25]))
+    step = tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(tf.square(w)),
+                                                            global_step=gs)
+    slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
+    with tf.control_dependencies([step]):
+        train_op = slow.apply([w])
+    with tf1.Session() as s:
+        s.run(tf1.global_variables_initializer())
+        s.run(train_op)
+        s.run(train_op)
+        tf1.train.Saver().save(s, f"{out}/train/model.ckpt", global_step=gs)
+        truth["raw"] = s.run(w.read_value())
+        truth["slow"] = s.run(slow.average(w).read_value())
+ckpt = f"{out}/train/model.ckpt-2"
+for kind in ("raw_init", "raw_saver", "ok_init"):  # each: restore, then the EMA Saver saves
+    with tf.Graph().as_default():
+        gs = tf1.train.get_or_create_global_step()
+        w = tf1.get_variable("l1/w", [2])
+        restoring = tf1.train.Saver({"l1/w": w}) if kind == "raw_saver" else None
+        if kind != "raw_saver":
+            tf1.train.init_from_checkpoint(
+                ckpt, {"l1/w" if kind == "raw_init" else "l1/w/slow": w})
+        saver = tf1.train.Saver(tf1.train.ExponentialMovingAverage(
+            0.9, name="slow").variables_to_restore())
+        os.makedirs(f"{out}/{kind}", exist_ok=True)
+        with tf1.Session() as s:
+            s.run(tf1.global_variables_initializer())
+            if restoring is not None:
+                restoring.restore(s, ckpt)
+            s.run(tf1.assign(gs, 2))
+            saver.save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
+            truth[kind] = s.run(w.read_value())
+np.savez(f"{out}/truth.npz", **truth)
+'''
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tf1_eval_raw_restored")
+    return out, run_script(SCRIPT, out)
+
+
+def _export(path, dst, *opts: str) -> tuple[int, str]:
+    """``ckpt export path --ema-name slow opts``; returns (exit code, stderr)."""
+    code, _, err = run_cli(["export", str(path), "--ema-name", "slow", *opts,
+                            "--out", str(dst)])
+    return code, err
+
+
+def test_raw_weights_restored_by_init_from_checkpoint_refused(made, tmp_path):
+    """The graph's checkpoint_initializer read ``l1/w`` (the raw weight) into ``l1/w``: every
+    read refuses, none offers ``--averages-only`` (it exported the raw weight, exit 0)."""
+    out, truth = made
+    assert truth["raw_init"].tobytes() == truth["raw"].tobytes()  # what the keys hold
+    assert truth["raw"].tobytes() != truth["slow"].tobytes()
+    for opts in ((), ("--averages-only",), ("--no-meta", "--averages-only")):
+        dst = tmp_path / f"{len(opts)}.npz"
+        code, err = _export(out / "raw_init" / "model.ckpt-2", dst, *opts)
+        assert code == 6, (opts, err)
+        assert "restores l1/w from the key l1/w outside its Savers" in err, (opts, err)
+        assert "pass --averages-only" not in err, (opts, err)
+        assert not dst.exists()
+
+
+def test_raw_weights_a_saver_reads_said(made, tmp_path):
+    """A Saver of the raw names beside the EMA Saver may have restored them: the refusal says
+    what it reads (the key of the variable's own name) instead of "the file cannot show
+    that"."""
+    out, truth = made
+    assert truth["raw_saver"].tobytes() == truth["raw"].tobytes()
+    code, err = _export(out / "raw_saver" / "model.ckpt-2", tmp_path / "e.npz")
+    assert code == 6, err
+    assert "e.g. l1/w/slow from l1/w" in err, err
+    assert "also builds a Saver that reads l1/w from the key l1/w" in err, err
+    assert "the file cannot show that;" not in err, err
+
+
+def test_averages_restored_still_read(made, tmp_path):
+    """The graph that restored slow's own keys (``l1/w/slow`` into ``l1/w``) is read under
+    ``--averages-only`` as before: slow's average bit for bit."""
+    out, truth = made
+    dst = tmp_path / "ok.npz"
+    code, err = _export(out / "ok_init" / "model.ckpt-2", dst, "--averages-only")
+    assert code == 0, err
+    with np.load(dst) as z:
+        assert z["l1/w"].tobytes() == truth["slow"].tobytes()
