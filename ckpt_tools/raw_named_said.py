@@ -13,8 +13,6 @@ a fact what ``export`` leaves to the two options that decide (review-26-user-u28
 
 from __future__ import annotations
 
-from .wording import agreeing, counted
-
 #: What such keys hold, as every command says it.
 IF_TRAINED = "hold their variables' raw values if a training graph saved them"
 
@@ -56,9 +54,15 @@ def stated_raw_said(n: int, example: str) -> str:
     """Returns the warning (without ``warning:``) of an export or restore whose ``n`` keys of
     this kind (e.g. ``example``) are read as averages only because ``--averages-only`` was
     stated: never called EMA values as a fact."""
-    return (f"{counted(n, 'key')} named as averages (e.g. {example}) {agreeing(n, 'is', 'are')} "
-            "read as averages only because "
-            f"you stated --averages-only, but they {IF_TRAINED}: the .meta's save op wrote them "
-            "from their variables, as a Saver of ema.variables_to_restore() does; if a "
-            "training run saved this checkpoint, they hold the raw weights, not averages (ckpt "
-            "export --raw --keys-are-raw writes them labelled as such)")
+    if n != 1:
+        return (f"{n} keys named as averages (e.g. {example}) are read as averages only "
+                f"because you stated --averages-only, but they {IF_TRAINED}: the .meta's save "
+                "op wrote them from their variables, as a Saver of ema.variables_to_restore() "
+                "does; if a training run saved this checkpoint, they hold the raw weights, not "
+                "averages (ckpt export --raw --keys-are-raw writes them labelled as such)")
+    return (f"1 key named as averages ({example}) is read as an average only because you "
+            "stated --averages-only, but it holds its variable's raw value if a training graph "
+            "saved it: the .meta's save op wrote it from its variable, as a Saver of "
+            "ema.variables_to_restore() does; if a training run saved this checkpoint, it "
+            "holds the raw weight, not an average (ckpt export --raw --keys-are-raw writes it "
+            "labelled as such)")

@@ -90,8 +90,9 @@ def _evaluation_refusal(ckpt: Checkpoint, found: list, undecided) -> UnprovenPai
              "restored them")
     return UnprovenPairingError(
         f"{ckpt.path}: {counted(len(found), 'key')} named as averages "
-        f"{agreeing(len(found), 'was', 'were')} written from their "
-        f"variables, e.g. {s} from {t}: the {graph}'s saver is a Saver of "
+        f"{agreeing(len(found), 'was', 'were')} written from "
+        f"{agreeing(len(found), 'its variable', 'their variables')}, e.g. {s} from {t}: the "
+        f"{graph}'s saver is a Saver of "
         "ema.variables_to_restore() in a graph with no shadow variables and no ema.apply() "
         "(an evaluation graph re-saving what it restored), so each key holds what that Saver "
         "restored into the variable before saving: the averages if it restored them from a "

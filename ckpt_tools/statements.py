@@ -308,14 +308,19 @@ def averages_only_said(ckpt, read=None) -> tuple[str, dict]:
                 + loss_named_said(lone) + moments_named_said(lone),
                 {"stated_averages_only": {"pairs": lone, "raw_if_trained": trained}})
     # a TF1 Saver's keys named as averages, their variables not stored
+    one = len(lone) == 1
     return (f"note: {counted(len(lone), 'key')} named as averages (e.g. {next(iter(lone))}) "
-            "are read as the averages of variables the checkpoint does not store only "
-            "because you stated --averages-only; "
-            + ("an evaluation graph's Saver of ema.variables_to_restore() wrote them "
-               "from its variables: if those held their raw weights (not the averages "
-               "it restored), so do these keys"
-               if evaluated else
-               "no .meta records which Saver wrote them: if it was a Saver of "
-               "ema.variables_to_restore(), they hold the raw weights")
+            + ("is read as the average of a variable" if one else
+               "are read as the averages of variables")
+            + " the checkpoint does not store only because you stated --averages-only; "
+            + (("an evaluation graph's Saver of ema.variables_to_restore() wrote it from its "
+                "variable: if that held its raw weight (not the average it restored), so does "
+                "this key") if evaluated and one else
+               ("an evaluation graph's Saver of ema.variables_to_restore() wrote them "
+                "from its variables: if those held their raw weights (not the averages "
+                "it restored), so do these keys") if evaluated else
+               f"no .meta records which Saver wrote {'it' if one else 'them'}: if it was a "
+               "Saver of ema.variables_to_restore(), "
+               + ("it holds the raw weight" if one else "they hold the raw weights"))
             + loss_named_said(lone) + moments_named_said(lone),
             {"stated_averages_only": {"pairs": lone}})

@@ -99,9 +99,21 @@ def test_raw_weights_a_saver_reads_said(made, tmp_path):
     assert truth["raw_saver"].tobytes() == truth["raw"].tobytes()
     code, err = _export(out / "raw_saver" / "model.ckpt-2", tmp_path / "e.npz")
     assert code == 6, err
-    assert "e.g. l1/w/slow from l1/w" in err, err
+    assert "1 key named as averages was written from its variable, e.g. l1/w/slow" in err, err
     assert "also builds a Saver that reads l1/w from the key l1/w" in err, err
     assert "the file cannot show that;" not in err, err
+
+
+def test_one_key_said_in_the_singular(made, tmp_path):
+    """One key stated to hold an average is said in the singular (review-33-attack-r130 N1:
+    "1 key ... are read ... so do these keys")."""
+    out, _ = made
+    code, err = _export(out / "ok_init" / "model.ckpt-2", tmp_path / "ok.npz", "--averages-only")
+    assert code == 0, err
+    assert "1 key named as averages (e.g. l1/w/slow) is read as the average of a variable" \
+        in err, err
+    assert "if that held its raw weight (not the average it restored), so does this key" \
+        in err, err
 
 
 def test_averages_restored_still_read(made, tmp_path):
