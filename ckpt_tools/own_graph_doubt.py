@@ -104,9 +104,31 @@ def own_graph_doubt(ckpts) -> dict | None:
         return None
     doubt = {"graphs": [str(c.meta_source).rstrip("/").rsplit("/", 1)[-1] for c in shown],
              "inputs": [c.path for c in shown]}
-    if any(crosses_averages(c) for c in shown):  # no --not-swapped lifts it (r119)
+    # no --not-swapped lifts it (r119); nor --averages-only an evaluation graph's re-save of
+    # keys it restored from another EMA object's or variable's names (review-33-attack-r126
+    # F5: the copy's refusal offered --not-swapped, and --not-swapped --averages-only read
+    # the mean of fast's averages as slow's)
+    if any(crosses_averages(c) or _resave_crossed(c) for c in shown):
         doubt[PROVED_KEY] = [CROSSED]
     return doubt
+
+
+def _resave_crossed(ckpt) -> bool:
+    """Whether ``ckpt``'s keys named as averages, each written by its graph's save op from
+    the variable it is named under, are ones that graph also restored from another EMA
+    object's or another variable's names (:func:`~ckpt_tools.resave_objects.crossed_refusal`:
+    an evaluation graph's ``Saver(ema.variables_to_restore())`` beside a restoring Saver or
+    ``init_from_checkpoint`` of other names): refused read in place, whatever is stated.
+
+    Returns:
+        `bool` (``False`` where no save op is read)."""
+    from .resave_objects import crossed_refusal
+    from .save_op import written_sources
+
+    sources = written_sources(ckpt) or {}
+    evaluated = [(k, vs[0]) for k, vs in sources.items()
+                 if len(vs) == 1 and vs[0] != k and k.startswith(vs[0] + "/")]
+    return bool(evaluated) and crossed_refusal(ckpt, evaluated) is not None
 
 
 def crosses_averages(ckpt) -> bool:

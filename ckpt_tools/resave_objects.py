@@ -59,11 +59,13 @@ def _saved_under(savers: list, name: str) -> set[str]:
 
 def _crossed_into(key: str, own: str, name: str, saved: set[str]) -> bool:
     """Whether ``key``, read into the variable ``own`` saved as ``<own>/<name>`` (``saved``
-    holds those), is another variable's value or average: its name (less ``/<name>``) is
-    neither ``own``'s nor ``own``'s under another leading scope (:func:`_renamed`: ``model/W``
-    into ``net/W``), or it names another variable ``saved`` holds (``fc/w`` into ``fc2/w``)."""
+    holds those), is not ``own``'s own value or average: its name, less ``/<name>``, is not
+    ``own``'s. A rename (``model/W/slow`` into ``net/W``) is one too: the names alone do not
+    tell it from another layer's (``l1/w/slow`` into ``l2/w``, ``disc/d/w/slow`` into
+    ``gen/d/w``: review-33-attack-r130 C1), so it is refused where the keys are read as
+    averages; the training checkpoint holds them under their own names."""
     stem = PART.sub("", key[:-len(name) - 1] if key.endswith("/" + name) else key)
-    return own in saved and (not _renamed(stem, own) or (stem != own and stem in saved))
+    return own in saved and stem != own
 
 
 def restored_ema_named(ckpt, name: str) -> tuple[str, str] | None:
@@ -87,11 +89,10 @@ def restored_ema_named(ckpt, name: str) -> tuple[str, str] | None:
                     and key[len(var) + 1:] != name:
                 return key, var
             own = PART.sub("", target)
-            # a key mapped onto a variable of another name (init_from_checkpoint's map, a
-            # scope rename: fc/w/fast into net/fc/w) is read as that variable's only where
-            # the two names differ by their leading scope alone (review-32-attack-r124 F1);
-            # the saved EMA name's key of another variable (V/slow into W) is V's average
-            # (review-33-attack-r126 F1): fail-closed
+            # a key mapped onto a variable of another name (init_from_checkpoint's map: a
+            # scope rename fc/w/fast into net/fc/w, review-32-attack-r124 F1; the saved EMA
+            # name's key of another variable, V/slow into W, review-33-attack-r126 F1):
+            # fail-closed, the names cannot tell a rename from another layer's average
             if var is None and _crossed_into(key, own, name, saved):
                 return key, own
     return None
@@ -180,24 +181,57 @@ def _restored_keys(nodes) -> list[tuple[str, str]]:
     if not reads:
         return []
     into: dict[str, set[str]] = {}
-    moves: list[tuple[str, str]] = []  # (variable assigned, the op its value reads)
+    # (variable assigned, the restore ops and variables its value is computed from): a
+    # vocabulary remap with out-of-vocabulary rows concatenated, a hop through tf.cast or
+    # * 1.0 (review-33-attack-r130 C2) reach them through other ops, not reads alone
+    moves: list[tuple[str, set[str], set[str]]] = []
     for n in by_op[_ASSIGNS]:
         inputs = nodes[n].inputs
         if len(inputs) > 1 and inputs[0]:
-            moves.append((through_reads(nodes, inputs[0]), through_reads(nodes, inputs[1])))
-    for target, read in moves:
-        names = reads.get(read)
-        if names in nodes:
-            into.setdefault(target, set()).update(nodes[names].strings)
+            target = through_reads(nodes, inputs[0])
+            restores, variables = _sources_of(nodes, inputs[1], reads)
+            if restores or variables - {target}:
+                moves.append((target, restores, variables - {target}))
+    for target, restores, _ in moves:
+        for r in restores:
+            if reads[r] in nodes:
+                into.setdefault(target, set()).update(nodes[reads[r]].strings)
     for _ in range(4):  # a restored variable's value assigned on (stage/w into w)
         grown = False
-        for target, read in moves:
-            if read in into and read != target and not into[read] <= into.get(target, set()):
-                into.setdefault(target, set()).update(into[read])
-                grown = True
+        for target, _, variables in moves:
+            for v in variables & set(into):
+                if not into[v] <= into.get(target, set()):
+                    into.setdefault(target, set()).update(into[v])
+                    grown = True
         if not grown:
             break
     return [(t, k) for t in sorted(into) for k in sorted(into[t])]
+
+
+_VARIABLES = frozenset({"VarHandleOp", "VariableV2", "Variable", "TemporaryVariable"})
+_MAX_SOURCES = 512  # ops a value is followed back through at most (a remap's few dozen)
+
+
+def _sources_of(nodes, value: str, reads: dict) -> tuple[set[str], set[str]]:
+    """The restore ops (keys of ``reads``) and variable ops that the op ``value`` of the
+    graph ``nodes`` is computed from, followed back through every op's data inputs (at most
+    :data:`_MAX_SOURCES` ops), stopping at each restore op and variable."""
+    restores: set[str] = set()
+    variables: set[str] = set()
+    seen: set[str] = set()
+    todo = [value]
+    while todo and len(seen) < _MAX_SOURCES:
+        name = todo.pop().lstrip("^").split(":")[0]
+        if name in seen or name not in nodes:
+            continue
+        seen.add(name)
+        if name in reads:
+            restores.add(name)
+        elif nodes.op(name) in _VARIABLES:
+            variables.add(name)
+        else:
+            todo.extend(i for i in nodes[name].inputs if not i.startswith("^"))
+    return restores, variables
 
 
 def sits_under(key: str, src: list[str]) -> str | None:
