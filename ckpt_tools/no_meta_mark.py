@@ -153,7 +153,13 @@ def read_warning(ckpt) -> str | None:
     what = silenced(ckpt)
     if what is None:
         return None
+    own = getattr(ckpt, "meta_unread", None)
+    # its own graph, not the prefix's other one, is what a read without --no-meta reads:
+    # that one decides, with its own refusal's option (review-33-attack-r130 N2)
+    then = (f"without --no-meta its own {own.replace(chr(92), '/').rpartition('/')[2]} is "
+            "read instead and what its save op wrote decides the pairing" if own else
+            "without --no-meta that graph is read and the pairing is refused unless "
+            "--not-swapped states its Saver")
     return (f"{ckpt.path}: --no-meta left unread {what}: its keys are paired by their names "
             "alone, and if a swapping Saver wrote it, its keys named as averages hold the raw "
-            "weights, not the averages (without --no-meta that graph is read and the pairing "
-            "is refused unless --not-swapped states its Saver)")
+            f"weights, not the averages ({then})")

@@ -56,8 +56,9 @@ for kind in ("raw_init", "raw_saver", "ok_init"):  # each: restore, then the EMA
             s.run(tf1.global_variables_initializer())
             if restoring is not None:
                 restoring.restore(s, ckpt)
-            s.run(tf1.assign(gs, 2))
-            saver.save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
+            for i in (1, 2) if kind == "ok_init" else (2,):  # ok_init: a series of two
+                s.run(tf1.assign(gs, i))
+                saver.save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
             truth[kind] = s.run(w.read_value())
 np.savez(f"{out}/truth.npz", **truth)
 '''
@@ -125,3 +126,18 @@ def test_averages_restored_still_read(made, tmp_path):
     assert code == 0, err
     with np.load(dst) as z:
         assert z["l1/w"].tobytes() == truth["slow"].tobytes()
+
+
+def test_no_meta_warning_names_the_own_graph(made, tmp_path):
+    """``--no-meta`` on model.ckpt-2 of a series warns of model.ckpt-1.meta beside it; what a
+    read without ``--no-meta`` reads is model.ckpt-2.meta, whose refusal offers
+    ``--averages-only``, not ``--not-swapped`` (review-33-attack-r130 N2)."""
+    out, _ = made
+    path = out / "ok_init" / "model.ckpt-2"
+    code, err = _export(path, tmp_path / "n.npz", "--no-meta", "--averages-only")
+    assert code == 0, err
+    assert "--no-meta left unread model.ckpt-1.meta beside it" in err, err
+    assert "without --no-meta its own model.ckpt-2.meta is read instead" in err, err
+    assert "--not-swapped" not in err, err
+    code, err = _export(path, tmp_path / "m.npz")
+    assert code == 6 and "pass --averages-only" in err and "--not-swapped" not in err, err
