@@ -9,7 +9,11 @@ all ``Variable``; Keras layers' ``bias``) are numbered ``_N`` in the order each 
   ``model/dense/bias``: the key is the user's text naming the weight, written by the same
   code in every process whatever order ``apply()`` got;
 - an attribute beside its weight, ``m.enc.w_avg = ema.average(m.enc.w)``: the module holding
-  the average holds exactly one variable of the name its average is named after.
+  the average holds exactly one variable of the name its average is named after, and the
+  attribute's own name is that weight's attribute name plus a suffix (``w_avg``, ``w_ema``).
+  One weight of that name nearby proves nothing alone: a loop's ``m.a0``, ``m.a1`` set in
+  ``apply()``'s order beside ``m.w`` (the other ``Variable`` in ``m.sub``) name no weight, and
+  ``a0`` held w's average in one save and sub.w's in the next (review-33-attack-r129 C1).
 
 A key is proven here only where its recorded ``full_name`` is ``<S>/<one part>`` and the
 weight its place names records ``S`` with the key's dtype and shape: the file's own record
@@ -51,6 +55,14 @@ def _fits(ckpt: Checkpoint, a: str, b: str) -> bool:
         entries[a].dtype_name, entries[a].shape) == (entries[b].dtype_name, entries[b].shape)
 
 
+def _names_weight(local: str, weight: str) -> bool:
+    """Whether the attribute name ``local`` is the attribute name ``weight`` plus a suffix that
+    starts with a separator and is no counter (``w_avg``, ``w_ema``; not ``w_1``, ``w0``, nor
+    ``a0`` beside ``a``): the user's word that the attribute holds that weight's average."""
+    rest = local[len(weight):] if local.startswith(weight) else ""
+    return len(rest) > 1 and not rest[0].isalnum() and any(ch.isalpha() for ch in rest)
+
+
 def keyed_owners(ckpt: Checkpoint, keys: Iterable[str]) -> dict[str, str]:
     """Of ``keys`` (averages of ``ckpt``), those the holder's own key proves the average of
     one weight: key -> that weight's key (see the module docstring); ``{}`` where ``ckpt``
@@ -71,8 +83,10 @@ def keyed_owners(ckpt: Checkpoint, keys: Iterable[str]) -> dict[str, str]:
         if not head or not tail or not mine or mine[-1].isdigit():
             continue  # no average's name, or a list's (or "0" dict key's) place
         named = [w for w in by_name.get(head, ()) if w != key and _fits(ckpt, w, key)]
-        # beside: the object holding the average holds one variable of that name
-        beside = [w for w in named if edges[w][:-1] == mine[:-1]]
+        # beside: the object holding the average holds one variable of that name, and the
+        # key's own name is that weight's attribute name plus a suffix (review-33-attack-r129 C1)
+        beside = [w for w in named if edges[w][:-1] == mine[:-1]
+                  and _names_weight(mine[-1], edges[w][-1])]
         # a mirror of the weight's path under another root (a dict keyed "dense/bias"), no
         # place of it a list's
         rest = "/".join(mine[1:])
