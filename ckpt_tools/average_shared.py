@@ -41,24 +41,34 @@ def _shown(key: str) -> str:
 _COUNTER = re.compile(r"_\d+$")
 
 
-def _counted(key: str, tail: str) -> bool:
-    """Whether ``key``'s recorded name, whose last part is ``tail``, may carry an ``_N`` that
-    follows an order apply() got rather than a name of the user's (review-33-attack-r127 M1).
+def _counted(key: str, head: str, tail: str) -> bool:
+    """Whether ``key``'s recorded name ``head/tail`` may carry an ``_N`` that follows an order
+    apply() got rather than a name of the user's or Keras'.
 
-    Checked with TensorFlow and Keras 3: ``tf.Variable(name="w_1")``, ``w_2`` under a module's
-    scope record ``net/w_1``, ``net/w_2``, and Keras 3 names ``add_weight()`` without a name
-    ``variable``, ``variable_1``...; those keys are the module's named attributes
-    (``model/w_1``, ``.../_operations/1/a``), restored by TF into the same attribute in every
-    save whatever the names say, so their names' ``_N`` proves nothing either way and their
-    scope (``net``) is no name variables share. What held r121 F3 / r125 F1 is a list's place
-    (``ema/0``): the code fills it in the order it iterated, the order apply() numbered the
-    names in, and with a custom EMA name (``Variable/fast``, ``..._1``) nothing but the place
-    says the entries are averages. So a name counts where its key sits at a list's place (or a
-    dict's key ``"0"``, which the file cannot tell from one), and where its last part is TF's
-    own average name (``ExponentialMovingAverage[_N]``) wherever it is held. Not caught:
-    custom-named averages saved alone under names a loop took from apply()'s order
-    (``ema={f"a{i}": fast.average(v) ...}``), which read as the user's own names."""
-    return _shown(key).rpartition("/")[2].isdigit() or _COUNTER.sub("", tail) == DEFAULT_EMA_NAME
+    Checked with TensorFlow and Keras 3 (review-33-attack-r127 M1): ``tf.Variable(name="w_1")``,
+    ``w_2`` under a module's scope record ``net/w_1``, ``net/w_2`` under the attributes
+    ``model/w_1``, ``model/w_2``; Keras 3 names ``add_weight()`` without a name ``variable``,
+    ``variable_1``... (``net/variable_1`` under a subclassed model's ``model/lin/c``,
+    ``sequential/lin/variable_1`` under ``.../_operations/1/c``). Those keys are restored by
+    TF into the same attribute in every save whatever the names say, so their ``_N`` proves
+    nothing either way. Every other key of such a family counts, an attribute or a dict's key
+    included: a list's place (``ema/0``) follows the order the code iterated in, and so does a
+    dict keyed by a loop
+    (``ema={f"a{i}": fast.average(v) ...}``, ``ema/a0`` holding ``Variable/fast`` in both saves,
+    w's average in one and b's in the next: review-33-attack-r129 C2), whose keys name no
+    weight: a list in disguise. So the user's own name is taken only where the key's own name
+    is the recorded last part (``w_1``), and Keras' only for its lowercase ``variable[_N]``
+    under a head that is not TF's ``Variable`` of an unnamed ``tf.Variable`` (Keras names
+    models and layers in snake_case). Not caught: an ``ExponentialMovingAverage(name=
+    "variable")`` over several variables the user named alike (``name="net"``), kept under a
+    loop's keys."""
+    local = _shown(key).rpartition("/")[2]
+    base = _COUNTER.sub("", tail)
+    if local.isdigit() or base == DEFAULT_EMA_NAME:
+        return True
+    if local == tail.replace(".", "..").replace("/", ".S"):
+        return False  # the attribute the user named as the variable
+    return base != "variable" or head.rpartition("/")[2] == "Variable"
 
 
 def shared_name_keys(ckpt: Checkpoint, keys: list[str]) -> dict[str, tuple[str, int]]:
@@ -77,7 +87,7 @@ def shared_name_keys(ckpt: Checkpoint, keys: list[str]) -> dict[str, tuple[str, 
     numbered: dict[tuple[str, str], set[str]] = {}
     for k, n in names.items():
         head, _, tail = (n or "").rpartition("/")
-        if head and _counted(k, tail):
+        if head and _counted(k, head, tail):
             numbered.setdefault((head, _COUNTER.sub("", tail)), set()).add(n)
     for (head, _), group in numbered.items():
         if len(group) > 1:

@@ -138,6 +138,9 @@ for case, w, b in (("dict", d.w, d.b), ("attr", a.enc.w, a.dec.b)):  # at save t
     truth.update({f"{case}:w": ke.average(w).numpy(), f"{case}:b": ke.average(b).numpy(),
                   f"{case}:names": np.array([ke.average(w).name, ke.average(b).name])})
 assert ue.average(uo[0]).name == "Variable/ExponentialMovingAverage:0"
+# review-33-attack-r129 C2: the "fast" averages in a dict keyed by a loop in apply() order
+tf.train.Checkpoint(ema={f"a{i}": fe.average(v) for i, v in enumerate(uo)}).write(
+    f"{out}/fast_dict/ck")
 # review-33-attack-r129 C1: attributes a0, a1 set in apply() order on a module holding one
 # unnamed weight, its sub-module the other (both Variable); the resume applied [sub.w, w]
 t = tf.Module(); t.w = tf.Variable(tf.zeros([3])); t.sub = tf.Module()
@@ -147,7 +150,8 @@ te = tf.train.ExponentialMovingAverage(0.5); te.apply(to); steps(to, te)
 for i, v in enumerate(to): setattr(t, f"a{i}", te.average(v))
 tf.train.Checkpoint(model=t).write(f"{out}/attr_loop/ck")
 truth.update({"attr_loop:a0": t.a0.numpy(), "attr_loop:w": te.average(t.w).numpy(),
-              "attr_loop:names": np.array([t.a0.name, t.a1.name])})
+              "attr_loop:names": np.array([t.a0.name, t.a1.name]),
+              "fast_dict:a0": fe.average(uo[0]).numpy()})
 print(k, e.average(m.w).name, r.average(l1.w).name, opt._trainable_variables[0].path)
 """
 
@@ -364,7 +368,7 @@ def test_a_list_rebuilt_in_another_order_offers_the_weights_alone(runs, tmp_path
 
 
 @pytest.mark.parametrize("extra", [[], ["--ema"]])
-@pytest.mark.parametrize("case", ["attr_loop"])
+@pytest.mark.parametrize("case", ["attr_loop", "fast_dict"])
 def test_averages_kept_under_a_loops_keys_are_refused(runs, tmp_path, case, extra):
     """review-33-attack-r129 C1 / C2: averages a loop keeps in apply() order as attributes
     ``a0``, ``a1`` beside one of the weights (``model/a0``), or in a dict keyed ``a{i}`` under a
@@ -372,7 +376,7 @@ def test_averages_kept_under_a_loops_keys_are_refused(runs, tmp_path, case, extr
     other weight's in ck-2 (the resume applied them reversed). Their keys name no weight; the
     plain average wrote the mean of the two variables' averages, exit 0: refused now."""
     _, _, truth1, truth2 = runs
-    mine = {"attr_loop": ("attr_loop:a0", "attr_loop:w")}
+    mine = {"attr_loop": ("attr_loop:a0", "attr_loop:w"), "fast_dict": ("fast_dict:a0", "fast:w")}
     held, own = mine[case]
     np.testing.assert_array_equal(truth1[held], truth1[own])
     assert not np.array_equal(truth2[held], truth2[own])
