@@ -41,6 +41,23 @@ def _shown(key: str) -> str:
 _COUNTER = re.compile(r"_\d+$")
 
 
+def _trained(ckpt: Checkpoint) -> set[str]:
+    """The keys a Keras optimizer (an object tracking ``_iterations`` and
+    ``_trainable_variables``) lists in its ``_trainable_variables``: the model's weights it was
+    built with, which TF keys at that list's place (``optimizer/_trainable_variables/0``) when
+    saved with ``tf.train.Checkpoint(model=m, optimizer=opt)``. Weights, never averages: their
+    key is the model's own attribute whatever order anything was built in
+    (review-33-attack-r129 M1)."""
+    objects = ckpt.objects
+    out: set[str] = set()
+    for _, kids in objects.children.items():
+        names = dict(kids)
+        if "_iterations" in names and "_trainable_variables" in names:
+            out.update(objects.node_keys[c] for _, c in objects.children.get(
+                names["_trainable_variables"], ()) if c in objects.node_keys)
+    return out
+
+
 def _counted(key: str, head: str, tail: str) -> bool:
     """Whether ``key``'s recorded name ``head/tail`` may carry an ``_N`` that follows an order
     apply() got rather than a name of the user's or Keras'.
@@ -57,27 +74,32 @@ def _counted(key: str, head: str, tail: str) -> bool:
     (``ema={f"a{i}": fast.average(v) ...}``, ``ema/a0`` holding ``Variable/fast`` in both saves,
     w's average in one and b's in the next: review-33-attack-r129 C2), whose keys name no
     weight: a list in disguise. So the user's own name is taken only where the key's own name
-    is the recorded last part (``w_1``), and Keras' only for its lowercase ``variable[_N]``
-    under a head that is not TF's ``Variable`` of an unnamed ``tf.Variable`` (Keras names
-    models and layers in snake_case). Not caught: an ``ExponentialMovingAverage(name=
-    "variable")`` over several variables the user named alike (``name="net"``), kept under a
-    loop's keys."""
+    is the recorded last part (``w_1``), and Keras' for its lowercase ``variable[_N]`` under a
+    head that is not TF's ``Variable`` of an unnamed ``tf.Variable`` (Keras names models and
+    layers in snake_case), wherever held: a weight, never an average that
+    ``--drop-unproven-averages`` would leave out (review-33-attack-r129 M1). Not caught: an
+    ``ExponentialMovingAverage(name="variable")`` over several variables the user named alike
+    (``name="net"``), kept under a loop's keys or in a list."""
     local = _shown(key).rpartition("/")[2]
     base = _COUNTER.sub("", tail)
-    if local.isdigit() or base == DEFAULT_EMA_NAME:
+    if base == DEFAULT_EMA_NAME:
         return True
-    if local == tail.replace(".", "..").replace("/", ".S"):
-        return False  # the attribute the user named as the variable
-    return base != "variable" or head.rpartition("/")[2] == "Variable"
+    if base == "variable" and head.rpartition("/")[2] != "Variable":
+        return False  # Keras 3's weight wherever held, a list of model.weights included
+    if local.isdigit():
+        return True
+    return local != tail.replace(".", "..").replace("/", ".S")  # else the user's attribute
 
 
 def shared_name_keys(ckpt: Checkpoint, keys: list[str]) -> dict[str, tuple[str, int]]:
     """Of ``keys`` (floating-point keys), those whose ``full_name`` in ``ckpt``'s object graph
     is a variable named after a name two or more of ``keys`` record there, or the head of
     names differing only by TF's ``_N`` (:func:`_counted` says which names count): key ->
-    (that shared name, how many keys record it); ``{}`` where ``ckpt`` has no object graph."""
+    (that shared name, how many keys record it); ``{}`` where ``ckpt`` has no object graph.
+    A weight a Keras optimizer lists (:func:`_trained`) is never one of them."""
     if ckpt.objects is None:
         return {}
+    trained = _trained(ckpt)
     names = {k: ckpt.objects.full_names.get(k) for k in keys}
     count = Counter(n for n in names.values() if n is not None)
     shared = {n for n, c in count.items() if c > 1}
@@ -95,8 +117,8 @@ def shared_name_keys(ckpt: Checkpoint, keys: list[str]) -> dict[str, tuple[str, 
             count[head] = max(count[head], len(group))
     out: dict[str, tuple[str, int]] = {}
     for k, n in names.items():
-        if n is None:
-            continue
+        if n is None or k in trained:
+            continue  # a Keras optimizer's weight: never an average, never dropped
         # every shared name the recorded one is under: "Variable" for
         # "Variable/ExponentialMovingAverage_1" (the longest, where several are)
         under = [s for s in shared if n.startswith(s + "/")]

@@ -152,6 +152,13 @@ tf.train.Checkpoint(model=t).write(f"{out}/attr_loop/ck")
 truth.update({"attr_loop:a0": t.a0.numpy(), "attr_loop:w": te.average(t.w).numpy(),
               "attr_loop:names": np.array([t.a0.name, t.a1.name]),
               "fast_dict:a0": fe.average(uo[0]).numpy()})
+# review-33-attack-r129 M1: the unnamed add_weight() model saved with its Keras optimizer,
+# which keys the weights at its _trainable_variables places (sequential/lin/variable, _1...)
+lo = keras.optimizers.Adam(0.1, use_ema=True, ema_momentum=0.5); lo.build(lm.trainable_variables)
+lo.apply([tf.ones_like(v) for v in lm.trainable_variables], lm.trainable_variables)
+tf.train.Checkpoint(model=lm, optimizer=lo).write(f"{out}/unnamed_k3_opt/ck")
+tf.train.Checkpoint(model=lm, weights=list(lm.weights)).write(f"{out}/unnamed_k3_list/ck")
+truth["unnamed_k3_opt:trained"] = np.array([v.path for v in lo._trainable_variables])
 print(k, e.average(m.w).name, r.average(l1.w).name, opt._trainable_variables[0].path)
 """
 
@@ -397,5 +404,37 @@ def test_a_loops_attributes_are_left_out_when_asked(runs, tmp_path, tf):
     ins = [tf.train.load_checkpoint(str(r / "attr_loop" / "ck")) for r in (first, second)]
     read = tf.train.load_checkpoint(str(tmp_path / "out" / "ck"))
     for key in (f"model/w{_KEY}", f"model/sub/w{_KEY}"):
+        want = np.mean([r.get_tensor(key) for r in ins], axis=0, dtype=np.float64)
+        np.testing.assert_array_equal(read.get_tensor(key), want.astype(np.float32), key)
+
+
+_LISTED = {"unnamed_k3_opt": "optimizer/_trainable_variables", "unnamed_k3_list": "weights"}
+
+
+@pytest.mark.parametrize("case", sorted(_LISTED))
+@pytest.mark.parametrize("extra", [[], ["--drop-unproven-averages", "--json"]])
+def test_a_keras_optimizers_weights_are_averaged_not_taken_for_averages(runs, tmp_path, tf,
+                                                                          extra, case):
+    """review-33-attack-r129 M1: Keras 3 ``add_weight()`` without a name (``variable``,
+    ``variable_1``...) saved with ``tf.train.Checkpoint(model=m, optimizer=opt)``: TF keys the
+    weights at the optimizer's ``_trainable_variables`` places (or at a list's of
+    ``model.weights``). They were refused as averages numbered in apply()'s order, and
+    --drop-unproven-averages left every weight out, exit 0. Now every key is the mean of its
+    two saved values, bit for bit, none dropped."""
+    first, second, truth1, _ = runs
+    names = [str(n) for n in truth1["unnamed_k3_opt:trained"]]
+    assert any(n.endswith("/variable_1") for n in names), names
+    cks = [str(r / case / "ck") for r in (first, second)]
+    code, out, err = run_cli(["average", *cks, "--newest", cks[1], "--out",
+                              str(tmp_path / "out"), *extra])
+    assert code == 0, err
+    if extra:
+        assert not json.loads(out).get("dropped"), out
+    ins = [tf.train.load_checkpoint(c) for c in cks]
+    read = tf.train.load_checkpoint(str(tmp_path / "out" / "ck"))
+    shapes = ins[1].get_variable_to_shape_map()
+    weights = [f"{_LISTED[case]}/{i}{_KEY}" for i in range(4)]
+    assert set(weights) <= set(shapes) <= set(read.get_variable_to_shape_map())
+    for key in weights:
         want = np.mean([r.get_tensor(key) for r in ins], axis=0, dtype=np.float64)
         np.testing.assert_array_equal(read.get_tensor(key), want.astype(np.float32), key)
