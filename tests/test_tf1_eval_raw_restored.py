@@ -60,6 +60,35 @@ for kind in ("raw_init", "raw_saver", "ok_init"):  # each: restore, then the EMA
                 s.run(tf1.assign(gs, i))
                 saver.save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
             truth[kind] = s.run(w.read_value())
+with tf.Graph().as_default():  # an embedding's training run, its slow averages saved
+    gs = tf1.train.get_or_create_global_step()
+    e = tf1.get_variable("E", initializer=tf.reshape(tf.range(6, dtype=tf.float32), [3, 2]))
+    step = tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(tf.square(e)),
+                                                            global_step=gs)
+    slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
+    with tf.control_dependencies([step]):
+        train_op = slow.apply([e])
+    with tf1.Session() as s:
+        s.run(tf1.global_variables_initializer())
+        s.run(train_op)
+        tf1.train.Saver().save(s, f"{out}/etrain/model.ckpt", global_step=gs)
+        truth["E_slow"] = s.run(slow.average(e).read_value())
+with open(f"{out}/vocab.txt", "w") as f:
+    f.write("a\nb\nc\n")
+with tf.Graph().as_default():  # slow's averages warm-started with one OOV row, then saved
+    gs = tf1.train.get_or_create_global_step()
+    tf1.get_variable("E", [4, 2])
+    vocab = tf1.train.VocabInfo(new_vocab=f"{out}/vocab.txt", new_vocab_size=3,
+                                num_oov_buckets=1, old_vocab=f"{out}/vocab.txt")
+    tf1.train.warm_start(f"{out}/etrain/model.ckpt-1", vars_to_warm_start=["E"],
+                         var_name_to_vocab_info={"E": vocab},
+                         var_name_to_prev_var_name={"E": "E/slow"})
+    saver = tf1.train.Saver(tf1.train.ExponentialMovingAverage(
+        0.9, name="slow").variables_to_restore())
+    with tf1.Session() as s:
+        s.run(tf1.global_variables_initializer())
+        s.run(tf1.assign(gs, 1))
+        saver.save(s, f"{out}/oov/model.ckpt", global_step=gs)
 np.savez(f"{out}/truth.npz", **truth)
 '''
 
@@ -141,3 +170,18 @@ def test_no_meta_warning_names_the_own_graph(made, tmp_path):
     assert "--not-swapped" not in err, err
     code, err = _export(path, tmp_path / "m.npz")
     assert code == 6 and "pass --averages-only" in err and "--not-swapped" not in err, err
+
+
+def test_warm_start_with_oov_rows_not_called_training(made, tmp_path):
+    """warm_start's assign of ``concat([LoadAndRemapMatrix(E/slow), oov_rows])`` is the warm
+    start, not "an op training E" (review-33-attack-r130 N3): the graph is read as the
+    evaluation re-save it is, and its rows are slow's averages under --averages-only."""
+    out, truth = made
+    path = out / "oov" / "model.ckpt-1"
+    code, err = _export(path, tmp_path / "n.npz")
+    assert code == 6 and "an evaluation graph re-saving what it restored" in err, err
+    assert "an op training" not in err, err
+    code, err = _export(path, tmp_path / "o.npz", "--averages-only")
+    assert code == 0, err
+    with np.load(tmp_path / "o.npz") as z:
+        assert z["E"][:3].tobytes() == truth["E_slow"].tobytes()

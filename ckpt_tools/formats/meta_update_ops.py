@@ -272,7 +272,36 @@ def _initial_or_restored(nodes, name: str, inputs: list[str], written: str,
     node = nodes.get(value, NO_NODE)
     if _BROADCAST.search(node.op) and node.inputs:
         return variable(node.inputs[0]) == written  # a copy of itself: no new value
-    return node.op in RESTORES
+    return node.op in RESTORES or _restored_only(nodes, value)
+
+
+#: Ops whose value no restore gives: a variable's (a training op reads them) or a fed one.
+_NOT_RESTORED = frozenset({"VarHandleOp", "VariableV2", "Variable", "TemporaryVariable",
+                           "Placeholder"})
+_MAX_RESTORED = 64  # ops a warm start's value is followed back through at most
+
+
+def _restored_only(nodes, value: str) -> bool:
+    """Whether the op ``value`` is computed from a restore op and otherwise only from
+    constants and random initializers (no variable, no fed value): ``warm_start``'s
+    vocabulary remap with out-of-vocabulary rows, ``concat([LoadAndRemapMatrix(...),
+    oov_init])``, whose assign is the warm start, not an op training the variable
+    (review-33-attack-r130 N3). Followed back at most :data:`_MAX_RESTORED` ops; ``False``
+    past that."""
+    restored, seen, todo = False, set(), [value]
+    while todo:
+        name = op_name(todo.pop())
+        if name in seen or not name:
+            continue
+        seen.add(name)
+        node = nodes.get(name)
+        if node is None or len(seen) > _MAX_RESTORED or node.op in _NOT_RESTORED:
+            return False
+        if node.op in RESTORES:  # its own inputs are the file and key names
+            restored = True
+            continue
+        todo.extend(i for i in node.inputs if not i.startswith("^"))
+    return restored
 
 
 def _apply_decay(nodes: dict[str, GraphNode], mul: GraphNode, scope: str) -> bool:
