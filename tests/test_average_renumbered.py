@@ -138,27 +138,6 @@ for case, w, b in (("dict", d.w, d.b), ("attr", a.enc.w, a.dec.b)):  # at save t
     truth.update({f"{case}:w": ke.average(w).numpy(), f"{case}:b": ke.average(b).numpy(),
                   f"{case}:names": np.array([ke.average(w).name, ke.average(b).name])})
 assert ue.average(uo[0]).name == "Variable/ExponentialMovingAverage:0"
-# review-33-attack-r129 C2: the "fast" averages in a dict keyed by a loop in apply() order
-tf.train.Checkpoint(ema={f"a{i}": fe.average(v) for i, v in enumerate(uo)}).write(
-    f"{out}/fast_dict/ck")
-# review-33-attack-r129 C1: attributes a0, a1 set in apply() order on a module holding one
-# unnamed weight, its sub-module the other (both Variable); the resume applied [sub.w, w]
-t = tf.Module(); t.w = tf.Variable(tf.zeros([3])); t.sub = tf.Module()
-t.sub.w = tf.Variable(tf.zeros([3]))
-to = [t.w, t.sub.w] if k == 1 else [t.sub.w, t.w]
-te = tf.train.ExponentialMovingAverage(0.5); te.apply(to); steps(to, te)
-for i, v in enumerate(to): setattr(t, f"a{i}", te.average(v))
-tf.train.Checkpoint(model=t).write(f"{out}/attr_loop/ck")
-truth.update({"attr_loop:a0": t.a0.numpy(), "attr_loop:w": te.average(t.w).numpy(),
-              "attr_loop:names": np.array([t.a0.name, t.a1.name]),
-              "fast_dict:a0": fe.average(uo[0]).numpy()})
-# review-33-attack-r129 M1: the unnamed add_weight() model saved with its Keras optimizer,
-# which keys the weights at its _trainable_variables places (sequential/lin/variable, _1...)
-lo = keras.optimizers.Adam(0.1, use_ema=True, ema_momentum=0.5); lo.build(lm.trainable_variables)
-lo.apply([tf.ones_like(v) for v in lm.trainable_variables], lm.trainable_variables)
-tf.train.Checkpoint(model=lm, optimizer=lo).write(f"{out}/unnamed_k3_opt/ck")
-tf.train.Checkpoint(model=lm, weights=list(lm.weights)).write(f"{out}/unnamed_k3_list/ck")
-truth["unnamed_k3_opt:trained"] = np.array([v.path for v in lo._trainable_variables])
 print(k, e.average(m.w).name, r.average(l1.w).name, opt._trainable_variables[0].path)
 """
 
@@ -372,69 +351,3 @@ def test_a_list_rebuilt_in_another_order_offers_the_weights_alone(runs, tmp_path
         want = (truth1[f"reorder:{n}"].astype(np.float64) + truth2[f"reorder:{n}"]) / 2
         np.testing.assert_array_equal(read.get_tensor(f"layers/{i}/w{_KEY}"),
                                       want.astype(np.float32))
-
-
-@pytest.mark.parametrize("extra", [[], ["--ema"]])
-@pytest.mark.parametrize("case", ["attr_loop", "fast_dict"])
-def test_averages_kept_under_a_loops_keys_are_refused(runs, tmp_path, case, extra):
-    """review-33-attack-r129 C1 / C2: averages a loop keeps in apply() order as attributes
-    ``a0``, ``a1`` beside one of the weights (``model/a0``), or in a dict keyed ``a{i}`` under a
-    custom EMA name (``ema/a0`` holding ``Variable/fast``): a0 holds w's average in ck-1 and the
-    other weight's in ck-2 (the resume applied them reversed). Their keys name no weight; the
-    plain average wrote the mean of the two variables' averages, exit 0: refused now."""
-    _, _, truth1, truth2 = runs
-    mine = {"attr_loop": ("attr_loop:a0", "attr_loop:w"), "fast_dict": ("fast_dict:a0", "fast:w")}
-    held, own = mine[case]
-    np.testing.assert_array_equal(truth1[held], truth1[own])
-    assert not np.array_equal(truth2[held], truth2[own])
-    code, err = _average(runs, case, tmp_path / "out", *extra)
-    assert code == 6 and "named after 'Variable'" in err, err
-    assert not (tmp_path / "out").exists()
-
-
-def test_a_loops_attributes_are_left_out_when_asked(runs, tmp_path, tf):
-    """review-33-attack-r129 C1: --drop-unproven-averages leaves a0, a1 out (not mixed) and
-    averages the weights, each the mean of its values as tf.train.load_checkpoint reads them."""
-    first, second, _, _ = runs
-    code, out, err = run_cli(["average", *[str(r / "attr_loop" / "ck") for r in (first, second)],
-                              "--newest", str(second / "attr_loop" / "ck"), "--out",
-                              str(tmp_path / "out"), "--drop-unproven-averages", "--json"])
-    assert code == 0, err
-    assert json.loads(out)["dropped"] == [f"model/a{i}{_KEY}" for i in range(2)]
-    ins = [tf.train.load_checkpoint(str(r / "attr_loop" / "ck")) for r in (first, second)]
-    read = tf.train.load_checkpoint(str(tmp_path / "out" / "ck"))
-    for key in (f"model/w{_KEY}", f"model/sub/w{_KEY}"):
-        want = np.mean([r.get_tensor(key) for r in ins], axis=0, dtype=np.float64)
-        np.testing.assert_array_equal(read.get_tensor(key), want.astype(np.float32), key)
-
-
-_LISTED = {"unnamed_k3_opt": "optimizer/_trainable_variables", "unnamed_k3_list": "weights"}
-
-
-@pytest.mark.parametrize("case", sorted(_LISTED))
-@pytest.mark.parametrize("extra", [[], ["--drop-unproven-averages", "--json"]])
-def test_a_keras_optimizers_weights_are_averaged_not_taken_for_averages(runs, tmp_path, tf,
-                                                                          extra, case):
-    """review-33-attack-r129 M1: Keras 3 ``add_weight()`` without a name (``variable``,
-    ``variable_1``...) saved with ``tf.train.Checkpoint(model=m, optimizer=opt)``: TF keys the
-    weights at the optimizer's ``_trainable_variables`` places (or at a list's of
-    ``model.weights``). They were refused as averages numbered in apply()'s order, and
-    --drop-unproven-averages left every weight out, exit 0. Now every key is the mean of its
-    two saved values, bit for bit, none dropped."""
-    first, second, truth1, _ = runs
-    names = [str(n) for n in truth1["unnamed_k3_opt:trained"]]
-    assert any(n.endswith("/variable_1") for n in names), names
-    cks = [str(r / case / "ck") for r in (first, second)]
-    code, out, err = run_cli(["average", *cks, "--newest", cks[1], "--out",
-                              str(tmp_path / "out"), *extra])
-    assert code == 0, err
-    if extra:
-        assert not json.loads(out).get("dropped"), out
-    ins = [tf.train.load_checkpoint(c) for c in cks]
-    read = tf.train.load_checkpoint(str(tmp_path / "out" / "ck"))
-    shapes = ins[1].get_variable_to_shape_map()
-    weights = [f"{_LISTED[case]}/{i}{_KEY}" for i in range(4)]
-    assert set(weights) <= set(shapes) <= set(read.get_variable_to_shape_map())
-    for key in weights:
-        want = np.mean([r.get_tensor(key) for r in ins], axis=0, dtype=np.float64)
-        np.testing.assert_array_equal(read.get_tensor(key), want.astype(np.float32), key)
