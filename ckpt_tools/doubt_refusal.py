@@ -5,7 +5,7 @@ that doubts it was ever written beside it."""
 from __future__ import annotations
 
 from .errors import UnprovenPairingError
-from .own_graph_doubt import CROSSED, GRAPH_OF_INPUT, SEVERAL_OBJECTS, proved_of, strongest
+from .own_graph_doubt import CROSSED, GRAPH_OF_INPUT, RESAVED, SEVERAL_OBJECTS, proved_of, strongest
 from .tools_mark import RECORD_KEY, names_doubted, stated_of
 from .wording import agreeing
 
@@ -80,9 +80,13 @@ def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
     if proved == CROSSED:  # --not-swapped is true of it, and says nothing (r119)
         return UnprovenPairingError(
             said + f": {agreeing(len(d.get('graphs') or [None]), 'that graph', 'those graphs')}"
-            f" showed {agreeing(len(d.get('graphs') or [None]), 'its', 'their')} Saver "
-            "writing keys named as averages from other "
-            "variables' or other EMA objects' averages, and no such graph is beside it now: "
+            + (f" restored other variables' or other EMA objects' averages into the variables "
+               f"{agreeing(len(d.get('graphs') or [None]), 'its', 'their')} Saver wrote under "
+               "the averages' names" if RESAVED in proved_of(d) else
+               f" showed {agreeing(len(d.get('graphs') or [None]), 'its', 'their')} Saver "
+               "writing keys named as averages from other "
+               "variables' or other EMA objects' averages")
+            + ", and no such graph is beside it now: "
             "its names are not read alone, whatever its inputs' Saver (no statement "
             "decides). " + ("Copy it with that graph beside it under its original name; "
                             if d.get("graph_written", True) else
@@ -138,8 +142,10 @@ def doubt_said(d: dict) -> str:
     ``names_doubted`` ``d``: ``crossing`` where that graph showed a Saver crossing averages
     (:data:`~ckpt_tools.own_graph_doubt.CROSSED`), which swaps nothing (review-32-attack-r122
     N2)."""
-    saver = "a crossing Saver's graph" if CROSSED in proved_of(d) else \
-        "a swapping Saver's graph"
+    proved = proved_of(d)
+    saver = ("an evaluation graph re-saving averages it restored from other names"
+             if RESAVED in proved else "a crossing Saver's graph" if CROSSED in proved else
+             "a swapping Saver's graph")
     graphs = ", ".join(str(g) for g in d.get("graphs") or []) or "a graph of their prefix"
     inputs = ", ".join(str(i) for i in d.get("inputs") or [])
     who, carried = doubt_writers(d)

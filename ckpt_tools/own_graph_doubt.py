@@ -12,6 +12,9 @@ statement lifts, and ``--no-meta`` does not read past it (:data:`PROVED`, weakes
   under its own name, so ``--not-swapped`` is true of it and says nothing
   (review-32-attack-r119 F3b-F7); the refusals call its graph a crossing Saver's, not a
   swapping one's (review-32-attack-r122 N2).
+  With it, :data:`RESAVED` where no Saver crossed them but an evaluation graph re-saved keys
+  it restored from other names (review-33-attack-r126 F5, N1: said so, not "a crossing
+  Saver").
 * :data:`SEVERAL_OBJECTS`: a bake's input's graph proves averages of several EMA objects
   (review-32-attack-r117 F8-F10).
 * :data:`GRAPH_OF_INPUT`: a bake wrote one EMA object's averages over keys that graph says
@@ -30,16 +33,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["CROSSED", "GRAPH_OF_INPUT", "PROVED", "PROVED_KEY", "SEVERAL_OBJECTS",
+__all__ = ["CROSSED", "GRAPH_OF_INPUT", "PROVED", "PROVED_KEY", "RESAVED", "SEVERAL_OBJECTS",
            "bake_proved", "crosses_averages", "own_graph_doubt", "proved_of", "strongest"]
 
 #: The field of a mark's ``names_doubted`` listing what its inputs' graph proved.
 PROVED_KEY = "graph_proved"
 CROSSED = "crossed"
+#: Beside :data:`CROSSED` only: the crossing was an evaluation graph's re-save of keys it
+#: restored from other names (no Saver of it crossed them), which the refusal says.
+RESAVED = "resaved"
 SEVERAL_OBJECTS = "several_objects"
 GRAPH_OF_INPUT = "graph_of_input"
 #: Every value :data:`PROVED_KEY` lists, weakest first.
-PROVED = (CROSSED, SEVERAL_OBJECTS, GRAPH_OF_INPUT)
+PROVED = (RESAVED, CROSSED, SEVERAL_OBJECTS, GRAPH_OF_INPUT)
 
 
 def strongest(proved: Iterable[str]) -> str | None:
@@ -108,8 +114,10 @@ def own_graph_doubt(ckpts) -> dict | None:
     # keys it restored from another EMA object's or variable's names (review-33-attack-r126
     # F5: the copy's refusal offered --not-swapped, and --not-swapped --averages-only read
     # the mean of fast's averages as slow's)
-    if any(crosses_averages(c) or _resave_crossed(c) for c in shown):
-        doubt[PROVED_KEY] = [CROSSED]
+    crossed = any(crosses_averages(c) for c in shown)
+    if crossed or any(_resave_crossed(c) for c in shown):
+        # RESAVED beside it: the refusal says what the graph did (review-33-attack-r126 N1)
+        doubt[PROVED_KEY] = [CROSSED] if crossed else [CROSSED, RESAVED]
     return doubt
 
 

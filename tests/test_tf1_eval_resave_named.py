@@ -272,7 +272,9 @@ def test_average_of_resaves_restoring_other_names_stays_refused_copied(made, kin
     other names) is refused in place with no option deciding; after a plain ``ckpt average``,
     its output's ``.index`` + ``.data`` copy was refused offering ``--not-swapped``, and
     ``--not-swapped --averages-only`` exported the mean of fast's averages as the default
-    object's, exit 0. The mark records the crossing: refused under every statement."""
+    object's, exit 0. The mark records the crossing: refused under every statement, the
+    refusal saying what the graph did, not calling it a swapping (or crossing) Saver's
+    (review-33-attack-r126 N1)."""
     out, _ = made
     if kind == "sv_net":
         options = tuple(o if o != "ExponentialMovingAverage" else "fast" for o in options)
@@ -281,7 +283,10 @@ def test_average_of_resaves_restoring_other_names_stays_refused_copied(made, kin
     _, copied, _ = _average(out, kind, tmp_path)
     code, line = _export(copied, *options, dst=tmp_path / "e.npz")
     assert code == 6, line
-    assert "_CKPT_TOOLS_RECORD" in line and "crossing" in line, line
+    assert "_CKPT_TOOLS_RECORD" in line and "swapping" not in line, line
+    assert "an evaluation graph re-saving averages it restored from other names" in line \
+        and "restored other variables' or other EMA objects' averages into the variables" \
+        in line, line
     assert "pass --not-swapped" not in line, line
     assert not (tmp_path / "e.npz").exists()
 
