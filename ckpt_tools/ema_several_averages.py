@@ -125,9 +125,12 @@ def several_message(ckpt, variables, suffix, holder, several,
     unproven = sorted(bases - proven_ema_names(ckpt, bases)) if (
         ema_name is None or nested) else []
     if unproven and options is holders:
+        doubted = sorted({holder[c] for c in cands if base.get(c) in unproven})
         said = _unproven_holders(ckpt, several, examples, more, unproven, bases, holders,
                                  {c: holder[c] for c in cands if c in holder},
-                                 base)
+                                 base, lambda: _split_offers(
+                                     ckpt, variables, suffix, holder, show,
+                                     sorted(bases - set(unproven)), doubted))
         if nested:
             n = nested[0]
             said = (said[0] + f"; --ema-name {ema_name} does not pick one: TensorFlow names "
@@ -187,8 +190,37 @@ def _accepted(ckpt: Checkpoint, options: list[str], why: str) -> str:
     return ("no --ema-name decides: each of " + ", ".join(options) + " is refused (with "
             f"--allow-missing too{pairs})")
 
+def _split_offers(ckpt, variables, suffix, holder, show, proven: list[str],
+                  doubtful: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """The options that read one EMA object's averages out of attributes mixing two objects'
+    (``k33split=[sp(w), sp(b)]``, ``part=[sp(c), default(w)]``), probed: each ``proven`` EMA
+    name alone or with ``--allow-missing``, and each ``doubtful`` attribute holding averages
+    of one name with ``--exclude`` of the weights whose averages of that name lie under
+    another attribute (review-33-attack-r129 M2: the follow-up refusals offered both, and
+    both were right, while this refusal said no ``--ema-name`` decides).
+
+    Returns:
+        `(proven offers, [(doubtful offer, its name)])`: each accepted offer as typed."""
+    from .offer_probe import accepted, option_text, works  # they run the map: imported late
+
+    said = [option_text(n, (), a) for n, a in accepted(ckpt, proven)]
+    stated = []
+    for h in doubtful[:4]:
+        names = {suffix_base(suffix.get(k, "")) for k, a in holder.items() if a == h} - {""}
+        if len(names) != 1:
+            continue
+        (n,) = names
+        away = tuple(sorted({show(v.ema_of) for k, a in holder.items()
+                             if a != h and suffix_base(suffix.get(k, "")) == n
+                             and (v := variables.get(k)) is not None and v.ema_of}))
+        allow = next((m for m in (False, True) if away and works(ckpt, h, away, m)), None)
+        if allow is not None:
+            stated.append((option_text(h, away, allow), n))
+    return said, stated
+
+
 def _unproven_holders(ckpt, several, examples, more, unproven, bases, holders, holder,
-                      base) -> tuple[str, str, bool]:
+                      base, split=None) -> tuple[str, str, bool]:
     """The refusal where averages of several attributes sit under a variable and some of
     them carry a name nothing proves an EMA's (a TF2 gradient accumulator ``w0/accum/grad``
     saved as ``accum=[...]`` beside ``ema=[...]``: review-16-attack-r33 F8): the attributes
@@ -206,12 +238,14 @@ def _unproven_holders(ckpt, several, examples, more, unproven, bases, holders, h
         "a TF2 checkpoint records no EMA's name, and other per-weight state (gradient "
         "accumulators, optimizer slots) is named the same way",
         sure, "the averages saved under it", doubtful,
-        {h: " or ".join(repr(n) for n in sorted(names_of.get(h, ()))) for h in doubtful})
+        {h: " or ".join(repr(n) for n in sorted(names_of.get(h, ()))) for h in doubtful},
+        split)
 
 
 def _unproven_names(ckpt, several, examples, more, proven, unproven, alike: str,
                     sure: list[str], use: str, doubtful: list[str],
-                    named: dict[str, str] | None = None) -> tuple[str, str, bool]:
+                    named: dict[str, str] | None = None,
+                    split=None) -> tuple[str, str, bool]:
     """The refusal where a variable has several ``<weight>/<name>`` tensors and nothing
     recorded proves some of those names an EMA's, for TF1 (names) and TF2 (attributes) alike:
     ``alike`` says what else is stored that way, ``sure`` are the ``--ema-name`` values
@@ -250,6 +284,17 @@ def _unproven_names(ckpt, several, examples, more, proven, unproven, alike: str,
                + ("it is" if len(doubtful) == 1 else "each is")
                + " the name you gave an ExponentialMovingAverage, is refused too (with "
                "--allow-missing too)")
+    # attributes mixing two objects' averages: one object's read apart, probed (r129 M2)
+    sure_apart, apart = split() if split is not None and not doubt and not sure_said \
+        else ([], [])
+    if sure_apart or apart:
+        offers_said = [*(f"{o} to use that EMA's averages alone" for o in sure_apart),
+                       *(f"{o} only if {n!r} is the name you gave an "
+                         "ExponentialMovingAverage" for o, n in apart)]
+        alone = ("--ema-name " + " or --ema-name ".join(doubtful) + " alone is refused "
+                 "(with --allow-missing too)")
+        return (head + f"{alone}; pass {' or '.join(offers_said)} (Python: ema_name=..., "
+                "exclude=[...], allow_missing=...)", "--ema-name", True)
     if not doubt:
         return (head + (f"pass {' or '.join(sure_said)} to use {use} (Python: ema_name=...)"
                         + (f"; {refused}" if doubtful else "") if sure_said else

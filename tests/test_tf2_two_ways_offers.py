@@ -29,6 +29,9 @@ CASES = {
               {"k32ema": [(0, "w"), (0, "b")], "other": [(1, "c")]}, "k32ema"),
     "split": (["k32split", None], ["wbc", "w"],
               {"k32split": [(0, "w"), (0, "b")], "part": [(0, "c")]}, "k32split"),
+    # one attribute holding two objects' averages (review-33-attack-r129 M2)
+    "mix": (["k33mix", None], ["wbc", "w"],
+            {"k33mix": [(0, "w"), (0, "b")], "part": [(0, "c"), (1, "w")]}, "k33mix"),
 }
 
 
@@ -75,6 +78,8 @@ def test_two_ways_refusal_offers_only_what_it_ran(tf, tmp_path, case):
     if case == "split":  # --ema-name k32split --exclude 'model/c' reads one list's (s33a)
         assert ("--ema-name k32split", ("model/c",), "") in offered, said
     _run_offers(ck, out, offered, avg, raw, hold)
+    if case == "mix":
+        _unprompted_mix(ck, out, avg, raw, hold)
     if case != "split":
         return
     # s32k: the refusal without --ema-name said "no --ema-name decides" while the option the
@@ -91,6 +96,22 @@ def test_two_ways_refusal_offers_only_what_it_ran(tf, tmp_path, case):
     offered = _offers(named) + _offers(alone)
     assert ("--ema-name part", (), " --allow-missing") in offered, said
     assert ("--ema-name k32split", ("model/c",), "") in offered, said
+    _run_offers(ck, out, offered, avg, raw, hold)
+
+
+def _unprompted_mix(ck, out, avg, raw, hold) -> None:
+    """The refusal without --ema-name of an attribute holding two objects' averages said "no
+    --ema-name decides" while the options its follow-ups offer work (review-33-attack-r129
+    M2): it offers them now, each run and right bit for bit."""
+    out.unlink(missing_ok=True)
+    result = runner.invoke(app, ["export", str(ck), "--out", str(out)])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 6 and not out.exists(), said
+    assert "no --ema-name decides" not in said, said
+    offered = _offers(said.partition("alone is refused (with --allow-missing too); pass ")[2]
+                      .partition(" (Python:")[0])
+    assert ("--ema-name ExponentialMovingAverage", (), " --allow-missing") in offered, said
+    assert ("--ema-name k33mix", ("model/c",), "") in offered, said
     _run_offers(ck, out, offered, avg, raw, hold)
 
 
