@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from .checkpoint import Checkpoint
-from .ema_apply_order import optimizer_text, optimizers_disagree_text
+from .ema_apply_order import no_order_text, optimizer_text, optimizers_disagree_text
 from .formats._record import replace
 from .keras_graph import keras_holders, keras_trainable_text
 from .keras_reassign import layer_order_text, tracked_in_layers
@@ -246,6 +246,7 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
               "module: apply_ema(module, path, apply_order='trainable') reads its own "
               "trainable_variables; or give the variables unique names (tf.Variable(..., "
               "name=...)) when training" if apply_order else
+              no_order_text() if no_order and not lists else  # r129 M3
               "only if you know how ema.apply() was called: if it got "
               f"module.trainable_variables of a tf.Module pass --apply-order trainable{also}, "
               "if it "

@@ -93,6 +93,23 @@ def _tf_keras_order_pairs(ckpt: Checkpoint, apply_order) -> dict[str, str]:
         ckpt.objects, {v.name: v for v in ckpt.variables_unwarned()}, apply_order))
 
 
+def no_order_text() -> str:
+    """The close of the refusal where neither ``--apply-order`` pairs any of the averages
+    (:func:`an_order_pairs`): it offered ``--apply-order trainable`` and ``tracked``, each then
+    refused as leaving two orders (review-33-attack-r129 M3), so neither is offered; the live
+    objects, which know their own types, are named instead.
+
+    Returns:
+        `str`: the clause."""
+    return ("neither --apply-order trainable nor --apply-order tracked pairs them here (each, "
+            "stated, is refused: the checkpoint does not record which of the objects holding "
+            "them are tf.Modules, Keras layers or dicts, which visit their variables in "
+            "different orders); give the variables unique names (tf.Variable(..., name=...)) "
+            "when training, or, in Python, pass the live objects, which know their types: "
+            "apply_ema(module, path, apply_order='trainable') (a Keras model: "
+            "apply_order='tracked') reads the order from their own trainable_variables")
+
+
 def an_order_pairs(ckpt: Checkpoint, unpaired, ema_name: str | None) -> bool:
     """Whether stating an ``apply_order`` (either of :data:`~ckpt_tools.pairing.APPLY_ORDERS`)
     pairs one of the ``unpaired`` averages: if neither does, ``--apply-order`` is not the
