@@ -50,6 +50,17 @@ def other_ema_named(ckpt, name: str) -> tuple[str, str] | None:
     return restored_ema_named(ckpt, name)
 
 
+def _restores(ckpt, name: str) -> tuple[set[str], list[tuple[str, str]]]:
+    """The variables some Saver of ``ckpt``'s graph file writes under ``<v>/<name>``
+    (:func:`_saved_under`), and ``(variable, key)`` for each key a restore op of that graph
+    outside every Saver's scope reads into a variable (:func:`_restored_keys`; none where no
+    variable is so saved)."""
+    path = graph_file(ckpt)
+    saved = _saved_under(saved_sources_all(path) if path else [], name)
+    return saved, [pair for graph in (read_graphs(path) if saved else ())
+                   for pair in _restored_keys(graph.nodes)]
+
+
 def _saved_under(savers: list, name: str) -> set[str]:
     """The variables (a partitioned one's parts read as it) some Saver of ``savers`` writes
     under ``<v>/<name>``."""
@@ -80,21 +91,19 @@ def restored_ema_named(ckpt, name: str) -> tuple[str, str] | None:
 
     Returns:
         `(key, variable)`, or ``None`` where no such restore is recorded (or no graph)."""
-    path = graph_file(ckpt)
-    saved = _saved_under(saved_sources_all(path) if path else [], name)
-    for graph in read_graphs(path) if saved else ():
-        for target, key in _restored_keys(graph.nodes):
-            var = sits_under(key, [target])
-            if var is not None and PART.sub("", var) in saved \
-                    and key[len(var) + 1:] != name:
-                return key, var
-            own = PART.sub("", target)
-            # a key mapped onto a variable of another name (init_from_checkpoint's map: a
-            # scope rename fc/w/fast into net/fc/w, review-32-attack-r124 F1; the saved EMA
-            # name's key of another variable, V/slow into W, review-33-attack-r126 F1):
-            # fail-closed, the names cannot tell a rename from another layer's average
-            if var is None and _crossed_into(key, own, name, saved):
-                return key, own
+    saved, restored = _restores(ckpt, name)
+    for target, key in restored:
+        var = sits_under(key, [target])
+        if var is not None and PART.sub("", var) in saved \
+                and key[len(var) + 1:] != name:
+            return key, var
+        own = PART.sub("", target)
+        # a key mapped onto a variable of another name (init_from_checkpoint's map: a
+        # scope rename fc/w/fast into net/fc/w, review-32-attack-r124 F1; the saved EMA
+        # name's key of another variable, V/slow into W, review-33-attack-r126 F1):
+        # fail-closed, the names cannot tell a rename from another layer's average
+        if var is None and _crossed_into(key, own, name, saved):
+            return key, own
     return None
 
 
@@ -110,15 +119,13 @@ def raw_restored(ckpt, name: str) -> tuple[str, str] | None:
 
     Returns:
         `(key, variable)`, or ``None`` where no such restore is recorded (or no graph)."""
-    path = graph_file(ckpt)
-    saved = _saved_under(saved_sources_all(path) if path else [], name)
-    for graph in read_graphs(path) if saved else ():
-        for target, key in _restored_keys(graph.nodes):
-            own, stem = PART.sub("", target), PART.sub("", key)
-            if own in saved and not key.endswith("/" + name) \
-                    and sits_under(key, [target]) is None and _renamed(stem, own) \
-                    and not _crossed_into(key, own, name, saved):
-                return key, own
+    saved, restored = _restores(ckpt, name)
+    for target, key in restored:
+        own, stem = PART.sub("", target), PART.sub("", key)
+        if own in saved and not key.endswith("/" + name) \
+                and sits_under(key, [target]) is None and _renamed(stem, own) \
+                and not _crossed_into(key, own, name, saved):
+            return key, own
     return None
 
 
