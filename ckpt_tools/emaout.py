@@ -236,15 +236,8 @@ def _stream_to_url(ckpt: Checkpoint, directory: str, name: str | None, overwrite
     ``.meta``, the ``.index`` that commits the checkpoint and the ``checkpoint`` state file,
     in that order, under the writer lock
     (:class:`~ckpt_tools.formats.remote_stream.CheckpointStream`)."""
-    from .bake import (
-        DROPPED_META,
-        bake_plan,
-        dropped_any,
-        left_raw,
-        own_doubt,
-        read_keys,
-        written_mark,
-    )
+    from .bake import DROPPED_META, bake_plan, dropped_any
+    from .bake_marks import left_raw, own_doubt, read_keys, written_mark
     from .bake_tensors import raw_left_out, write_baked
     from .formats._io import close_map, map_file
     from .formats._write import check_file_name
