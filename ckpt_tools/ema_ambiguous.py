@@ -7,20 +7,20 @@ from __future__ import annotations
 
 import re
 
+from .ambiguous_readings import (
+    a_reading_fits,
+    alike_keys,
+    dict_or_layer,
+    list_or_dict,
+    module_or_dict,
+    several_objects,
+)
 from .checkpoint import Checkpoint
 from .ema_apply_order import no_order_text, optimizer_text, optimizers_disagree_text
 from .formats._record import replace
 from .keras_graph import keras_holders, keras_trainable_text
 from .keras_reassign import layer_order_text, tracked_in_layers
-from .pairing import (
-    APPLY_ORDERS,
-    list_or_dict_paths,
-    lists_stated,
-    open_containers,
-    open_dicts,
-    root_child,
-    variable_orders,
-)
+from .pairing import APPLY_ORDERS, lists_stated, root_child
 from .scoped_order import scope_hint, within_of
 from .wording import agreeing, counted
 
@@ -151,9 +151,9 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
                 f"the variables distinct names when training (tf.Variable(..., name=...); "
                 f"Keras 3 variable paths hold the layers' names, not the model's, so name the "
                 f"layers apart)" + _read_list_hint(unpaired))
-    holders = _module_or_dict(ckpt, unpaired) if apply_order == "trainable" else []
-    contradicted = bool(holders) and not _a_reading_fits(ckpt, unpaired)
-    owners = _several_objects(unpaired) if apply_order else []
+    holders = module_or_dict(ckpt, unpaired) if apply_order == "trainable" else []
+    contradicted = bool(holders) and not a_reading_fits(ckpt, unpaired)
+    owners = several_objects(unpaired) if apply_order else []
     candidates = {c for v in unpaired for c in v.ema_candidates}
     kept_in = {root_child(v.name) for v in unpaired} - {root_child(c) for c in candidates}
     if len(kept_in) == 1 and len(unpaired) > len(candidates) and within_of(apply_order):
@@ -181,16 +181,16 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
                 "(tf.train.Checkpoint(model=model, ema=[...])), keep each EMA object's "
                 "averages under its own attribute, or give the variables unique names when "
                 "training")
-    held = _list_or_dict(ckpt, unpaired) if lists and apply_order is None else []
+    held = list_or_dict(ckpt, unpaired) if lists and apply_order is None else []
     also = " --numbered-lists" if held else ""
     py = ("numbered_lists('trainable') or numbered_lists('tracked')); --numbered-lists "
           f"states that {', '.join(held[:3])}{' ...' if len(held) > 3 else ''}, with more "
           "than ten children named 0, 1, 2…, is a list (self.vs = [...]), not a dict keyed "
           "'0', '1'… (visited sorted as strings: 0, 1, 10, 2…), which the file cannot tell "
           "apart" if held else "...)")
-    either = _list_or_dict(ckpt, unpaired) if apply_order in APPLY_ORDERS and not (
+    either = list_or_dict(ckpt, unpaired) if apply_order in APPLY_ORDERS and not (
         lists_stated(apply_order)) else []
-    dicts = _dict_or_layer(ckpt, unpaired) if apply_order == "tracked" and not either else []
+    dicts = dict_or_layer(ckpt, unpaired) if apply_order == "tracked" and not either else []
     decide = (f"--apply-order {apply_order} does not prove one order: objects with more than "
               f"ten children named 0, 1, 2… ({', '.join(either[:3])}"
               f"{' ...' if len(either) > 3 else ''}) may be lists, which "
@@ -268,7 +268,7 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
         decide += hint
     keras = (keras_holders(ckpt.objects, candidates)
              if apply_order in (None, "trainable") and ckpt.objects is not None else [])
-    alike = _alike(ckpt)
+    alike = alike_keys(ckpt)
     if keras and not partial:  # a tf.Module's order through Keras objects is not in the file
         # (part of a group averaged: no order places them, as list says; u16 F16)
         decide = keras_trainable_text(keras, stated=apply_order is not None, tracked=not (
@@ -326,89 +326,3 @@ def _partial_group(averages: int, variables: int, stated: bool = True, hint: str
             "give the variables unique names (tf.Variable(..., name=...)) when training, or "
             "save every average in apply() order (tf.train.Checkpoint(model=m, "
             "ema=[ema.average(v) for v in m.trainable_variables]))" + hint)
-
-
-def _alike(ckpt: Checkpoint):
-    """Whether two keys of ``ckpt`` hold one dtype and shape (a same-named pair's rivals)."""
-    entries = ckpt.entries()
-    return lambda a, b: (entries[a].dtype, entries[a].shape) == (entries[b].dtype,
-                                                                 entries[b].shape)
-
-
-def _several_objects(unpaired) -> list[str]:
-    """The root attributes holding ``unpaired`` averages when those outnumber the variables
-    they may average (``fast/0…2`` and ``slow/0…2`` for three variables): then they are several
-    EMA objects' averages and no single ``apply()`` order fits them all; empty otherwise."""
-    averages = {v.name for v in unpaired}
-    candidates = {c for v in unpaired for c in v.ema_candidates}
-    owners = sorted({root_child(a) for a in averages} - {root_child(c) for c in candidates})
-    return owners if len(owners) > 1 and len(averages) > len(candidates) else []
-
-
-def _module_or_dict(ckpt: Checkpoint, unpaired) -> list[str]:
-    """The objects holding the candidates of ``unpaired`` averages (``model/z_blocks/0``)
-    when the readings of ``module.trainable_variables`` with every node-that-could-be-a-dict
-    read as a dict or as a tf.Module (see :func:`~ckpt_tools.pairing.variable_orders`) order
-    those candidates differently; empty when they agree (the stated order fails for another
-    reason)."""
-    if ckpt.objects is None:
-        return []
-    cands = {c for v in unpaired for c in v.ema_candidates}
-    orders = variable_orders(ckpt.objects)["trainable"]
-    half = len(orders) // 2  # as tf.Modules, then as dicts; lists read as lists first
-    first, second = (sorted((k for k in cands if k in order), key=order.__getitem__)
-                     for order in (orders[0], orders[half]))
-    if first == second:  # the uniform readings agree; a container read apart may not
-        entries = ckpt.entries()
-
-        def alike(a: str, b: str) -> bool:
-            return (entries[a].dtype, entries[a].shape) == (entries[b].dtype, entries[b].shape)
-
-        return open_containers(ckpt.objects, sorted(cands), alike)
-    holders = [k.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE").rpartition("/")[0]
-               for k in first]
-    return list(dict.fromkeys(h for h in holders if h))
-
-
-def _a_reading_fits(ckpt: Checkpoint, unpaired) -> bool:
-    """Whether ``module.trainable_variables`` read with the objects holding variables as
-    tf.Modules, or as dicts (:func:`~ckpt_tools.pairing.variable_orders`), pairs every one of
-    ``unpaired`` consistently with the dtypes and shapes; False where both contradict them (the
-    stated order is wrong, whatever the types)."""
-    from .object_roles import pair_object_shadows
-
-    orders = variable_orders(ckpt.objects)["trainable"]
-    wanted = {v.name for v in unpaired}
-    for order in (orders[0], orders[len(orders) // 2]):
-        keys = sorted(order, key=order.__getitem__)
-        pairing = pair_object_shadows(ckpt.entries(), ckpt.objects, ckpt.ema_names(), keys)
-        if wanted <= set(pairing.pairs):
-            return True
-    return False
-
-
-def _dict_or_layer(ckpt: Checkpoint, unpaired) -> list[str]:
-    """Object paths (``model/heads``) of the nodes above the candidates of ``unpaired`` that
-    Keras orders one way as a dict (sorted keys) and another as a layer (assignment order;
-    see :func:`~ckpt_tools.pairing.open_dicts`)."""
-    if ckpt.objects is None:
-        return []
-    entries = ckpt.entries()
-    cands = sorted({c for v in unpaired for c in v.ema_candidates})
-
-    def alike(a: str, b: str) -> bool:
-        return (entries[a].dtype, entries[a].shape) == (entries[b].dtype, entries[b].shape)
-
-    return open_dicts(ckpt.objects, cands, alike)
-
-
-def _list_or_dict(ckpt: Checkpoint, unpaired) -> list[str]:
-    """Object paths (``model/blocks``) of nodes with more than ten children named ``0``,
-    ``1``… above the candidates of ``unpaired``: a list or a dict with digit keys, which
-    ``module.trainable_variables`` visits in different orders."""
-    if ckpt.objects is None:
-        return []
-    paths = list_or_dict_paths(ckpt.objects)
-    cands = [c.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE") for v in unpaired
-             for c in v.ema_candidates]
-    return [p for p in paths if any(c.startswith(p + "/") for c in cands)]
