@@ -36,14 +36,13 @@ one object from two).
 
 from __future__ import annotations
 
-import fnmatch
-import glob
 import re
 from collections import deque
 
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError, suffix_base
-from .offer_probe import ONE_HOLDER, exported, option_text
+from .holder_offers import MOST_EXCLUDES, SHOWN, holder_offers, shown_names
+from .offer_probe import ONE_HOLDER
 from .roles import DEFAULT_EMA_NAME
 from .tf2_twins import reach
 
@@ -164,52 +163,6 @@ def _older_train(ckpt: Checkpoint, each: dict[tuple[str, ...], list]) -> bool:
     return all(k in paths for k in _TRAIN_KEYS) and all(h[:1] == ("ema",) for h in each)
 
 
-#: holders a split refusal lists and probes an ``--exclude`` offer for (200 holders took 109 s
-#: and wrote 983 KB of offers: review-29-attack-r109 F4)
-_SHOWN = 3
-#: the most ``--exclude`` options an offer may have to be printed (and probed)
-_MOST_EXCLUDES = 8
-
-
-def _shown(ckpt: Checkpoint) -> dict[str, str]:
-    """``{key: the name every command shows}`` (``net/d2/kernel``, not the optimizer's
-    ``optimizer/_trainable_variables/2`` the graph reaches first: review-33-attack-r127 m1)."""
-    return {**ckpt.objects.paths, **{v.name: v.path for v in ckpt.variables_unwarned() if v.path}}
-
-
-def _excludes(ckpt: Checkpoint, each: dict[tuple[str, ...], list[tuple[str, str]]],
-              kept: tuple[str, ...]) -> tuple[str, ...]:
-    """The ``--exclude`` globs that leave out every holder's averages but ``kept``'s: one
-    glob per other holder of several weights, its path (``'ema/disc/*'``: a glob selects a
-    weight by the key its average is read from too), where that glob matches none of
-    ``kept``'s weights or averages (by key or path); else each of its weights' paths."""
-    paths = ckpt.objects.paths if ckpt.objects is not None else {}
-    own = {n for w, a in each[kept] for n in (w, a, paths.get(w, w), paths.get(a, a))}
-    out: set[str] = set()
-    for holder, taken in each.items():
-        if holder == kept:
-            continue
-        taken = [(w, a) for w, a in taken if (w, a) not in each[kept]]
-        if not taken:  # a combined list's averages that kept holds too (r111 F4)
-            continue
-        prefix = glob.escape("/".join(holder)) + "/*"
-        if holder and len(taken) > 1 and not any(fnmatch.fnmatchcase(n, prefix) for n in own) \
-                and all(fnmatch.fnmatchcase(a, prefix) or fnmatch.fnmatchcase(
-                    paths.get(a, a), prefix) for _w, a in taken):
-            out.add(prefix)
-        else:
-            out.update(glob.escape(paths.get(w, w)) for w, _a in taken)
-    return tuple(sorted(out))
-
-
-def _alone(ckpt: Checkpoint, ema_name: str | None, exclude: tuple[str, ...],
-           taken: list[tuple[str, str]], others: set[str]) -> bool:
-    """Whether the export with ``exclude`` added (the refused command's own options kept) is
-    accepted and reads every average of ``taken`` and none of ``others``."""
-    read = set(exported(ckpt, ema_name, exclude=exclude).values())
-    return bool(read) and {a for _w, a in taken} <= read and not read & others
-
-
 def unstated(family: str) -> str:
     """Why ``--ema-name family``, a name the user gave (not TF's default), states nothing of
     split averages: it is passed to read averages of that name at all, and two objects both
@@ -221,30 +174,6 @@ def unstated(family: str) -> str:
             f"to be read at all, does not state that they are one EMA object's (two objects "
             f"both named {family} write these keys), and no option does: one object's "
             f"averages kept in one list or dict are read together")
-
-
-def _holder_offers(ckpt: Checkpoint, each: dict[tuple[str, ...], list[tuple[str, str]]],
-                   ema_name: str | None) -> tuple[list[str], list[str]]:
-    """The ``--exclude`` offers (typed beside ``--ema-name ema_name``) that export one of the
-    first :data:`_SHOWN` holders' averages alone, each probed (the export accepts it and reads
-    that holder's averages and no other's), and the holders whose offer takes more than
-    :data:`_MOST_EXCLUDES` options (``"ema/gen's 12"``: counted, not printed nor probed).
-
-    Returns:
-        `tuple`: ``(offers, unlisted)``."""
-    offers, unlisted = [], []
-    every = {a for taken in each.values() for _w, a in taken}
-    for holder in sorted(each)[:_SHOWN]:  # a bounded number of probes (r109 F4)
-        exclude = _excludes(ckpt, each, holder)
-        if len(exclude) > _MOST_EXCLUDES:  # not printed, not probed: counted
-            unlisted.append(f"{'/'.join(holder) or 'the root'}'s {len(exclude)}")
-        elif _alone(ckpt, ema_name, exclude, each[holder],
-                    every - {a for _w, a in each[holder]}):
-            offer = option_text(ema_name, exclude, False)
-            # holders keeping the same averages (one list saved under two attributes) need
-            # the same --exclude: offered once (review-33-attack-r127 m1)
-            offers += [] if offer in offers else [offer]
-    return offers, unlisted
 
 
 def split_named(ckpt: Checkpoint, pairs, name: str) -> str:
@@ -262,11 +191,11 @@ def split_named(ckpt: Checkpoint, pairs, name: str) -> str:
     if not split:
         return ""
     family, each = next(iter(split.items()))
-    paths = _shown(ckpt)
+    paths = shown_names(ckpt)
     shown = "; ".join(f"{'/'.join(holder) or 'the root'} holds the averages of "
                       f"{', '.join(paths.get(w, w) for w, _a in taken)}"
-                      for holder, taken in sorted(each.items())[:_SHOWN])
-    offers, _unlisted = _holder_offers(ckpt, each, name)
+                      for holder, taken in sorted(each.items())[:SHOWN])
+    offers, _unlisted = holder_offers(ckpt, each, name)
     return (f"; --ema-name {name} is refused because the averages named {family} are split "
             f"over {len(each)} holders ({shown}), as two EMA objects both named {family} saved "
             f"apart keep theirs: "
@@ -345,12 +274,12 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
     if not split:
         return
     family, each = sorted(split.items())[0]
-    paths = _shown(ckpt)
+    paths = shown_names(ckpt)
     listed = sorted(each.items())
-    more = (f"; and {len(listed) - _SHOWN} more holders" if len(listed) > _SHOWN else "")
+    more = (f"; and {len(listed) - SHOWN} more holders" if len(listed) > SHOWN else "")
     shown = "; ".join(f"{'/'.join(holder) or 'the root'} holds the averages of "
                       f"{', '.join(paths.get(w, w) for w, _a in taken)}"
-                      for holder, taken in listed[:_SHOWN]) + more
+                      for holder, taken in listed[:SHOWN]) + more
     undecided = {w: (a,) for taken in each.values() for w, a in taken}
     said = f"--ema-name {ema_name}: " if ema_name is not None else ""
     together = combined(each)
@@ -359,8 +288,8 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
     also = (f" and together under {', '.join('/'.join(h) or 'the root' for h in together)}"
             if together else "")
     if _older_train(ckpt, each) and family == DEFAULT_EMA_NAME:  # the tool's own older layout
-        names = ", ".join("/".join(h) for h, _t in listed[:_SHOWN]) + (
-            ", ..." if len(listed) > _SHOWN else "")
+        names = ", ".join("/".join(h) for h, _t in listed[:SHOWN]) + (
+            ", ..." if len(listed) > SHOWN else "")
         core = (f"{said}the averages named {family} are kept in a mirror of the model's paths "
                 f"under {counted} objects{also} ({names}), as an older ckpt train --api tf2 kept "
                 f"its one EMA object's averages (ema/conv1/weights) and as two EMA objects of "
@@ -373,14 +302,14 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
             f"weights instead", statement, undecided,
             for_eval=f"{core}; ckpt eval {statement} states that they are one EMA object's "
                      f"averages (a ckpt train run's are) and evaluates them", offers=(statement,))
-    offers, unlisted = _holder_offers(ckpt, each, ema_name)
+    offers, unlisted = holder_offers(ckpt, each, ema_name)
     stated = f"--ema-name {family}" if family else "--ema-name NAME"
     offer = (f"{' or '.join(offers)} exports one holder's averages alone"
-             + (f" (one of the first {_SHOWN} of {len(listed)} holders)"
-                if len(listed) > _SHOWN else "") + "; " if offers else "")
+             + (f" (one of the first {SHOWN} of {len(listed)} holders)"
+                if len(listed) > SHOWN else "") + "; " if offers else "")
     if unlisted:  # an offer of hundreds of options is no offer to type (r109 F4)
         offer += (f"exporting one holder's averages alone takes more --exclude options than "
-                  f"are listed here ({_MOST_EXCLUDES} at most): {', '.join(unlisted)}; ")
+                  f"are listed here ({MOST_EXCLUDES} at most): {', '.join(unlisted)}; ")
     core = (f"{said}the averages named {family or '(unnamed)'} are tracked under "
             f"{counted} different objects{also} ({shown}), as two EMA objects of that name saved "
             f"apart are, or one object whose averages each network keeps, and a TF2 checkpoint "
