@@ -212,6 +212,9 @@ def bake_plan(ckpt: Checkpoint, name: str | None, drop_slots: bool,
         src = source_of.get(tgt)
         if src not in (None, own) and own in ckpt.entries() and own not in source_of:
             source_of[own] = src
+    from .user_ema_swap import refuse_stored_unasked
+
+    refuse_stored_unasked(ckpt, source_of, map_options)  # --exclude'd weights: written (r132 C1)
     if not any(src != tgt for tgt, src in source_of.items()):
         raise EmaError(f"{ckpt.path}: nothing to bake: no variable has an EMA shadow")
     entries = ckpt.entries()
@@ -336,7 +339,7 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
             graph = ckpt.location.saved_model
         own = own_doubt(ckpt, source_of, {*raw, *dropped})
         add_mark(writer, written_mark(ckpt, read, unread, graph, own, source_of,
-                                      left_raw(ckpt, m, strip, add), m.ema_name))
+                                      left_raw(ckpt, m, strip, add, source_of), m.ema_name))
         files += writer.finish()
     if state_file:  # a checkpoint (not a SavedModel's variables/): the statements it needs
         record = write_record(prefix, _stated_for(ckpt, prefix + ".meta" in files, read),

@@ -13,12 +13,18 @@ from .tools_mark import graph_written, names_doubted, output_mark
 
 
 def left_raw(ckpt: Checkpoint, m: EmaMap, strip: str | None = None,
-             add: str | None = None) -> list[str]:
+             add: str | None = None, source_of: dict[str, str] | None = None) -> list[str]:
     """The output keys of variables the filters of ``m`` left as stored although their
-    averages are stored (``--exclude model/b``: ``model/b``), re-scoped as written."""
+    averages are stored (``--exclude model/b``: ``model/b``), and of the weights a Keras 3
+    optimizer's ``use_ema`` copies cover written as stored (``source_of``: each key -> the key
+    whose value it gets), raw as ``--not-swapped`` stated (review-33-attack-r132 C1),
+    re-scoped as written."""
+    from .user_ema_swap import stored_covered
+
     entries = ckpt.entries()
-    return sorted(rescope(k, strip, add) if strip or add else k
-                  for k in m.filtered_averages if k in entries)
+    kept = {k for k in m.filtered_averages if k in entries}
+    kept |= set(stored_covered(ckpt, source_of)) if source_of is not None else set()
+    return sorted(rescope(k, strip, add) if strip or add else k for k in kept)
 
 
 def read_keys(source_of: dict[str, str]) -> frozenset[str]:
@@ -96,8 +102,12 @@ def said_mark(ckpt: Checkpoint, read=None, unread: str | None = None,
     """
     stated = recorded_statements(ckpt, read)
     from .stated_python import not_swapped_decided
+    from .user_ema_swap import stored_covered
 
-    if not_swapped_decided(ckpt, read):  # a TF1 Saver's, a Keras optimizer's copies (r128 F3)
+    # a TF1 Saver's, a Keras optimizer's copies (r128 F3), or the weights they cover written
+    # as stored, raw by the statement alone (r132 C1)
+    kept = stored_covered(ckpt, source_of) if source_of is not None and read is not None else []
+    if not_swapped_decided(ckpt, read if not kept else {*read, *kept}):
         stated["not_swapped"] = True
     if unread:
         stated["no_meta"] = True

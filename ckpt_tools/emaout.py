@@ -282,7 +282,7 @@ def _stream_to_url(ckpt: Checkpoint, directory: str, name: str | None, overwrite
             add_mark(writer, written_mark(view, read_keys(source_of), unread,
                                           meta_src if meta else None,
                                           own_doubt(view, source_of, {*raw, *dropped}),
-                                          source_of, left_raw(view, m, strip, add),
+                                          source_of, left_raw(view, m, strip, add, source_of),
                                           m.ema_name))
             index = writer.finish_stream()
         out.done(data)

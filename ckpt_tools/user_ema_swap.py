@@ -99,3 +99,42 @@ def covered_raw(ckpt: Checkpoint, sources) -> list[str]:
         return []
     shown = {v.name: v.path or v.name for v in ckpt.variables_unwarned()}
     return [shown.get(k, k) for k in sorted(read & set(copies.values()))]
+
+
+def stored_covered(ckpt: Checkpoint, source_of: dict[str, str]) -> list[str]:
+    """The weights a Keras 3 optimizer's ``use_ema`` copies cover that a bake writes as
+    stored (``source_of``: output key -> the key whose value it gets; a key it does not name
+    is copied as it is): raw where the file was not saved swapped, the optimizer's averages
+    where it was, the ``SwapEMAWeights`` question (review-33-attack-r132 C1).
+
+    Returns:
+        `list[str]`: their keys, sorted; ``[]`` where no copy is shown.
+    """
+    copies = object_pairs(ckpt)
+    if not copies:
+        return []
+    entries = ckpt.entries()
+    return sorted(w for w in set(copies.values())
+                  if w in entries and source_of.get(w, w) == w)
+
+
+def refuse_stored_unasked(ckpt: Checkpoint, source_of: dict[str, str],
+                          map_options: dict) -> None:
+    """Refuses a bake (restore-ema) that writes as stored a weight a Keras 3 optimizer's
+    ``use_ema`` copies cover where nothing states the file was not saved swapped:
+    :func:`~ckpt_tools.ema_map` asks the question only of the pairs the filters keep
+    (review-33-attack-r127 M2), but restore-ema copies the weights ``--exclude`` leaves
+    out into its output, whose mark then said they held averages (review-33-attack-r132 C1).
+
+    Raises:
+        UnprovenPairingError: (exit 6) ``--not-swapped`` decides, as ``ema_map`` says it.
+    """
+    if getattr(ckpt, "not_swapped", False) or map_options.get("not_swapped"):
+        return
+    if not stored_covered(ckpt, source_of):
+        return
+    from .keras_assumed import keras_assumptions, refuse_assumed
+    from .swap_assumed import of_style
+
+    if OBJECT_NOT_SWAPPED in of_style(keras_assumptions(ckpt), map_options.get("style")):
+        refuse_assumed(ckpt, [OBJECT_NOT_SWAPPED])

@@ -255,3 +255,32 @@ def test_split_holders_are_named_by_the_models_paths(made, tmp_path):
     line = " ".join(err.split())
     assert "ema holds the averages of net/d2/kernel, net/d2/bias;" in line, line
     assert "optimizer/_trainable_variables" not in line, line
+
+
+@pytest.mark.parametrize("chosen", [["--exclude", "net/d2/*"], ["--allow-missing"]])
+def test_restore_ema_asks_it_of_the_weights_it_copies_and_marks_them_raw(made, tmp_path, chosen):
+    """restore-ema writes d2 (which the user object did not average) as stored, whether
+    ``--exclude`` left it out or ``--allow-missing`` left it raw: what d2's key holds (raw, or
+    the optimizer's average after a swap) is the question, yet ``--exclude`` skipped it and the
+    output's mark said every plain name held averages, so ``export --raw`` recorded d2's raw
+    weights as averages (review-33-attack-r132 C1). Refused until ``--not-swapped``; then the
+    mark lists d2 raw and keeps the statement."""
+    import json
+    import zipfile
+
+    out, truth = made
+    cmd = ["restore-ema", str(out / "d1"), "--ema-name", "ema", *chosen]
+    code, _o, err = run_cli([*cmd, "-o", str(tmp_path / "no")])
+    assert code == 6 and "--not-swapped" in err, err
+    assert not (tmp_path / "no").exists()
+    code, _o, err = run_cli([*cmd, "--not-swapped", "-o", str(tmp_path / "r")])
+    assert code == 0, err
+    code, _o, err = run_cli(["export", str(tmp_path / "r" / "ckpt"), "--raw",
+                             "-o", str(tmp_path / "r.npz")])
+    assert code == 0, err
+    user, raw = _of(truth, "user"), _of(truth, "raw")
+    assert_npz_holds(tmp_path / "r.npz", {k: user[k] if "/d1/" in k else raw[k] for k in raw})
+    record = json.loads(zipfile.ZipFile(tmp_path / "r.npz").comment)["ckpt_tools"]
+    assert record.get("values") == "mixed" and not record.get("weights_are_averages"), record
+    assert sorted(record.get("raw", [])) == ["net/d2/bias", "net/d2/kernel"], record
+    assert record.get("stated") == ["not_swapped"], record
