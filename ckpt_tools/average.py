@@ -156,7 +156,9 @@ def average_checkpoints(
         strict / not_swapped: with ``bake``, as for :func:`ckpt_tools.ema_map` and
             :func:`ckpt_tools.open_checkpoint`: refuse a pairing that rests on an assumption
             the newest input cannot prove (a Keras 3 optimizer's copies or average slots
-            saved swapped: :mod:`~ckpt_tools.keras_assumed`), or state that it was not.
+            saved swapped: :mod:`~ckpt_tools.keras_assumed`), or state that it was not;
+            whether each input was saved swapped is asked of every input, answered only by
+            ``not_swapped`` or that input's own mark (review-33-attack-r132 C2).
         saver_def_wrote: with ``bake``, state that in every input the Saver whose
             ``SaverDef`` its own ``.meta`` records wrote it (``--saver-def-wrote``), as for
             :func:`ckpt_tools.open_checkpoint`; refused (``OptionError``) for an input where it

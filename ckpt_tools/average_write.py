@@ -210,6 +210,10 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
             refuse_strict_mark(c)  # nor a bake's over another object's keys (r117 F10)
             refuse_own_graph_swap(c.with_meta(False))
     source_of, to_average, assumed, read_otherwise = plan_average(newest, ema, bake, pairing)
+    if bake:  # each input's copies read: the swap question of each (review-33-attack-r132 C2)
+        from .average_swapped import refuse_older_unswapped
+
+        refuse_older_unswapped(ckpts[:-1], pairing)
     per_input = None if disagree is None else own_bake_sources(
         ckpts, source_of, to_average, pairing, {*newest.entries(), *source_of}, disagree)
     use_meta = (pairing or {}).get("use_meta", True)

@@ -48,6 +48,19 @@ t = {}
 for v, av, ov in zip(vs, a, opt._model_variables_moving_average):
     name = v.path if hasattr(v, "path") else v.name.split(":")[0]
     t["user:" + name] = av.numpy(); t["opt:" + name] = ov.numpy(); t["raw:" + name] = v.numpy()
+# "sw" (review-33-attack-r132 C2): ckpt-1 saved while the weights are swapped with the
+# optimizer's copies (SwapEMAWeights' swap), ckpt-2 unswapped; truth: the copies before the swap
+def swap():
+    for v, ov in zip(opt._trainable_variables, opt._model_variables_moving_average):
+        r = tf.identity(v.value); v.assign(ov); ov.assign(r)
+sw = tf.train.Checkpoint(model=net, optimizer=opt)
+for k, swapped in ((1, True), (2, False)):
+    step()
+    for v, ov in zip(vs, opt._model_variables_moving_average):
+        t[f"sw{k}:" + (v.path if hasattr(v, "path") else v.name.split(":")[0])] = ov.numpy()
+    if swapped: swap()
+    sw.save(os.path.join(out, "sw", "ckpt"))
+    if swapped: swap()
 np.savez(os.path.join(out, "truth.npz"), **t)
 """
 
@@ -284,3 +297,26 @@ def test_restore_ema_asks_it_of_the_weights_it_copies_and_marks_them_raw(made, t
     assert record.get("values") == "mixed" and not record.get("weights_are_averages"), record
     assert sorted(record.get("raw", [])) == ["net/d2/bias", "net/d2/kernel"], record
     assert record.get("stated") == ["not_swapped"], record
+
+
+def test_bake_asks_every_input_not_the_newest_alone(made, tmp_path):
+    """``average --ema --bake`` asked ``--not-swapped`` of the newest input only: beside a
+    ``restore-ema --not-swapped`` output of ckpt-2 (whose mark answers it for ckpt-2), ckpt-1,
+    saved swapped, had its copies (its raw weights) averaged in as averages, exit 0
+    (review-33-attack-r132 C2). Each input is asked now; the refusal names ckpt-1."""
+    out, truth = made
+    sw = out / "sw"
+    code, _o, err = run_cli(["restore-ema", str(sw / "ckpt-2"), "--not-swapped",
+                             "-o", str(tmp_path / "r")])
+    assert code == 0, err
+    code, _o, err = run_cli(["average", "--ema", "--bake", str(sw / "ckpt-1"),
+                             str(tmp_path / "r" / "ckpt-2"), "-o", str(tmp_path / "b")])
+    assert code == 6 and "--not-swapped" in err, err
+    assert f"{sw / 'ckpt-1'}: " in err, err
+    assert not (tmp_path / "b").exists()
+    # the truth it would have mixed: ckpt-1's stored weights are its copies, not its raw ones
+    import tensorflow as tf
+
+    stored = tf.train.load_checkpoint(str(sw / "ckpt-1"))
+    key = "optimizer/_trainable_variables/0/.ATTRIBUTES/VARIABLE_VALUE"  # net/d1/kernel
+    np.testing.assert_array_equal(stored.get_tensor(key), truth["sw1:net/d1/kernel"])
