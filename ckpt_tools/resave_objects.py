@@ -11,7 +11,7 @@ from __future__ import annotations
 from .errors import UnprovenPairingError
 from .formats.graph_def import read_graphs, through_reads
 from .formats.meta_saver import PART, saved_sources_all
-from .formats.meta_update_ops import RESTORES
+from .formats.meta_update_ops import RESTORES, WRITES
 from .save_op import graph_file, graph_named, written_sources
 from .wording import agreeing, counted
 
@@ -19,7 +19,6 @@ __all__ = ["crossed_refusal", "other_ema_named", "raw_restored", "raw_saver_read
            "restored_ema_named", "sits_under"]
 
 _SAVE_OPS = frozenset({"SaveV2", "SaveSlices", "Save"})
-_ASSIGNS = frozenset({"Assign", "AssignVariableOp"})
 
 
 def other_ema_named(ckpt, name: str) -> tuple[str, str] | None:
@@ -56,9 +55,20 @@ def _restores(ckpt, name: str) -> tuple[set[str], list[tuple[str, str]]]:
     outside every Saver's scope reads into a variable (:func:`_restored_keys`; none where no
     variable is so saved)."""
     path = graph_file(ckpt)
-    saved = _saved_under(saved_sources_all(path) if path else [], name)
+    savers = saved_sources_all(path) if path else []
+    saved = _saved_under(savers, name)
+    # what a Saver restores into a variable no Saver saves as an average, under another
+    # name than its own (a staging variable, then moved into one that is:
+    # review-33-attack-r131 C1); a variable saved under its own name (the global step)
+    # carries nothing
+    staged: dict[str, set[str]] = {}
+    for saver in savers if saved else ():
+        for key, src in saver.items():
+            for s in src:
+                if PART.sub("", s) not in saved and key != PART.sub("", s):
+                    staged.setdefault(s, set()).add(key)
     return saved, [pair for graph in (read_graphs(path) if saved else ())
-                   for pair in _restored_keys(graph.nodes)]
+                   for pair in _restored_keys(graph.nodes, staged)]
 
 
 def _saved_under(savers: list, name: str) -> set[str]:
@@ -167,36 +177,46 @@ def _renamed(stem: str, own: str) -> bool:
     return common >= max(1, n - 1)
 
 
-def _restored_keys(nodes) -> list[tuple[str, str]]:
+def _restored_keys(nodes, staged: dict[str, set[str]] | None = None) -> list[tuple[str, str]]:
     """``(variable, key)`` for each checkpoint key a restore op outside every Saver's scope
     reads into a variable of the graph ``nodes``: ``init_from_checkpoint``'s and
     ``warm_start``'s ``checkpoint_initializer`` (RestoreV2), ``warm_start``'s vocabulary
     remap (LoadAndRemapMatrix, review-33-attack-r126 F2), and what a variable so restored
     is then assigned into (a staging variable's hop). The graph drops a restore op's output
     ports, so each of its keys is read against each variable it assigns (one key each, as
-    those APIs build them)."""
-    by_op: dict[frozenset, list[str]] = {_SAVE_OPS: [], RESTORES: [], _ASSIGNS: []}
+    those APIs build them). ``staged``: variable -> the keys a Saver restores into it, where
+    no Saver saves it as an average: carried on where its value is moved on. Every op
+    writing a variable counts as a move (an assign, assign_add, a scatter or slice update:
+    review-33-attack-r131 C1)."""
+    by_op: dict[str, list[str]] = {"save": [], "restore": [], "write": []}
     for n in nodes:  # one pass over the ops (a large graph's tens of thousands)
         kind = nodes.op(n)
-        for ops, found in by_op.items():
-            if kind in ops:
-                found.append(n)
-    scopes = {n.rpartition("/")[0] for n in by_op[_SAVE_OPS]}
+        if kind in _SAVE_OPS:
+            by_op["save"].append(n)
+        elif kind in RESTORES:
+            by_op["restore"].append(n)
+        elif WRITES.match(kind):
+            by_op["write"].append(n)
+    scopes = {n.rpartition("/")[0] for n in by_op["save"]}
     # each restore op -> the node holding the key names it reads (input 1 of each kind)
-    reads = {n: nodes[n].inputs[1] for n in by_op[RESTORES]
+    reads = {n: nodes[n].inputs[1] for n in by_op["restore"]
              if n.rpartition("/")[0] not in scopes and len(nodes[n].inputs) > 1}
-    if not reads:
+    if not reads and not staged:
         return []
-    into: dict[str, set[str]] = {}
+    into: dict[str, set[str]] = {v: set(keys) for v, keys in (staged or {}).items()}
     # (variable assigned, the restore ops and variables its value is computed from): a
     # vocabulary remap with out-of-vocabulary rows concatenated, a hop through tf.cast or
     # * 1.0 (review-33-attack-r130 C2) reach them through other ops, not reads alone
     moves: list[tuple[str, set[str], set[str]]] = []
-    for n in by_op[_ASSIGNS]:
-        inputs = nodes[n].inputs
+    for n in by_op["write"]:
+        inputs = [i for i in nodes[n].inputs if not i.startswith("^")]
         if len(inputs) > 1 and inputs[0]:
             target = through_reads(nodes, inputs[0])
-            restores, variables = _sources_of(nodes, inputs[1], reads)
+            restores, variables = set(), set()
+            for value in inputs[1:]:  # a scatter's indices and updates, a slice's bounds
+                found = _sources_of(nodes, value, reads)
+                restores |= found[0]
+                variables |= found[1]
             if restores or variables - {target}:
                 moves.append((target, restores, variables - {target}))
     for target, restores, _ in moves:

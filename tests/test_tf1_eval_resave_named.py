@@ -128,7 +128,7 @@ for kind, save in (("init", "ExponentialMovingAverage"), ("warm", "ExponentialMo
 # average into fc2/w), remapped by a vocabulary warm start, or restored into a staging
 # variable then assigned
 for kind in ("fast_net", "fast_cross", "vocab", "hop", "sv_fast_net", "sv_net", "sv_cross",
-             "sv_swap", "hop_cast"):
+             "sv_swap", "hop_cast", "hop_saver", "hop_scatter"):
     for i in (3, 4):
         with tf.Graph().as_default():
             gs = tf1.train.get_or_create_global_step()
@@ -164,8 +164,13 @@ for kind in ("fast_net", "fast_cross", "vocab", "hop", "sv_fast_net", "sv_net", 
             elif kind.startswith("hop"):  # through * 1.0 too (review-33-attack-r130 C2)
                 stage = tf1.get_variable("stage/w", [3, 3], trainable=False,
                                          collections=[tf1.GraphKeys.LOCAL_VARIABLES])
-                tf1.train.init_from_checkpoint(ckpt, {"fc/w/fast": stage})
-                hop = w.assign(stage * 1.0 if kind == "hop_cast" else stage)
+                if kind == "hop_saver":  # filled by a restoring Saver (r131 C1)
+                    restoring = tf1.train.Saver({"fc/w/fast": stage})
+                else:
+                    tf1.train.init_from_checkpoint(ckpt, {"fc/w/fast": stage})
+                hop = (w.assign(stage * 1.0) if kind == "hop_cast" else
+                       w.scatter_update(tf.IndexedSlices(stage, tf.range(3)))
+                       if kind == "hop_scatter" else w.assign(stage))
             name = "fast" if kind in ("fast_net", "fast_cross", "sv_fast_net", "sv_net",
                                       "sv_cross", "sv_swap") \
                 else "ExponentialMovingAverage"
@@ -175,10 +180,10 @@ for kind in ("fast_net", "fast_cross", "vocab", "hop", "sv_fast_net", "sv_net", 
             with tf1.Session() as s:
                 s.run(tf1.global_variables_initializer())
                 s.run(tf1.local_variables_initializer())
-                if kind.startswith("hop"):
-                    s.run(hop)
                 if restoring is not None:
                     restoring.restore(s, ckpt)
+                if kind.startswith("hop"):
+                    s.run(hop)
                 s.run(tf1.assign(gs, i))
                 saver.save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
 np.savez(f"{out}/truth.npz", **truth)
@@ -397,7 +402,8 @@ def test_fast_averages_restored_onto_another_scope_refused(made, kind, tmp_path)
     ("sv_net", ["--ema-name", "fast", "--no-meta"]),
     ("sv_cross", ["--ema-name", "fast"]),
     ("sv_cross", ["--ema-name", "fast", "--no-meta"]),
-    ("sv_swap", ["--ema-name", "fast", "--no-meta"]), ("hop_cast", [])])
+    ("sv_swap", ["--ema-name", "fast", "--no-meta"]), ("hop_cast", []), ("hop_saver", []),
+    ("hop_scatter", []), ("hop_saver", ["--no-meta"])])
 @pytest.mark.parametrize("command", [["export", "--out", "e.npz"],
                                      ["restore-ema", "--out", "ema"]])
 def test_averages_restored_another_way_refused(made, kind, options, command, tmp_path):

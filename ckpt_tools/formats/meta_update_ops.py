@@ -59,7 +59,7 @@ SLOT_INPUTS: dict[str, tuple[int, ...]] = {
     "ApplyCenteredRMSProp": (1, 2, 3),
 }
 # every other op that writes the variable its first input is (or reads)
-_WRITES = re.compile(r"^(?:Assign(?:Add|Sub)?(?:VariableOp)?|(?:Resource)?StridedSliceAssign"
+WRITES = re.compile(r"^(?:Assign(?:Add|Sub)?(?:VariableOp)?|(?:Resource)?StridedSliceAssign"
                      r"|(?:Resource)?Scatter(?:Nd)?(?:Update|Add|Sub|Mul|Div|Min|Max))$")
 # ops that read a checkpoint's keys (input 1 names them): a Saver's and init_from_checkpoint's
 # restores, and warm_start's vocabulary remap of an embedding (review-33-attack-r126 F2)
@@ -184,7 +184,7 @@ def op_updates(nodes, variable, function: str = "", said=None) -> UpdateOps:
     copies: dict[str, tuple[tuple[str, str, str], ...]] = {}  # writes copying a value
     decays: dict[str, str] = {}  # apply() -> its decay, where read
     for name, (op, inputs, _strings) in nodes.items():
-        if inputs and (_WRITES.match(op) or _APPLY.match(op)):
+        if inputs and (WRITES.match(op) or _APPLY.match(op)):
             written = variable(inputs[0])
             if written is not None and not _initial_or_restored(nodes, name, inputs, written,
                                                                 variable):
