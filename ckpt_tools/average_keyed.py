@@ -25,7 +25,7 @@ in, which may change on resume (review-32-attack-r121 F3).
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable
 
 from .checkpoint import Checkpoint
@@ -57,10 +57,13 @@ def _fits(ckpt: Checkpoint, a: str, b: str) -> bool:
 
 def _names_weight(local: str, weight: str) -> bool:
     """Whether the attribute name ``local`` is the attribute name ``weight`` plus a suffix that
-    starts with a separator and is no counter (``w_avg``, ``w_ema``; not ``w_1``, ``w0``, nor
-    ``a0`` beside ``a``): the user's word that the attribute holds that weight's average."""
+    starts with a separator and holds no counter (``w_avg``, ``w_ema``; not ``w_1``, ``w0``,
+    ``a0`` beside ``a``, nor ``w_ema_0``: a loop's counter after a word, set in apply()
+    order, review-33-attack-r134 C1): the user's word that the attribute holds that weight's
+    average."""
     rest = local[len(weight):] if local.startswith(weight) else ""
-    return len(rest) > 1 and not rest[0].isalnum() and any(ch.isalpha() for ch in rest)
+    return len(rest) > 1 and not rest[0].isalnum() and any(ch.isalpha() for ch in rest) \
+        and not any(ch.isdigit() for ch in rest)
 
 
 def keyed_owners(ckpt: Checkpoint, keys: Iterable[str]) -> dict[str, str]:
@@ -96,7 +99,9 @@ def keyed_owners(ckpt: Checkpoint, keys: Iterable[str]) -> dict[str, str]:
             out[key] = beside[0]
         elif len(mirror) == 1 and not beside:
             out[key] = mirror[0]
-    return out
+    # two keys read as one weight's average prove neither (review-33-attack-r134 C1)
+    owners = Counter(out.values())
+    return {k: w for k, w in out.items() if owners[w] == 1}
 
 
 def keyed_alike(ckpts: list[Checkpoint], keys: Iterable[str]) -> set[str]:

@@ -39,7 +39,12 @@ to = [t.w, t.sub.w] if k == 1 else [t.sub.w, t.w]
 te = tf.train.ExponentialMovingAverage(0.5); te.apply(to); steps(to, te)
 for i, v in enumerate(to): setattr(t, f"a{i}", te.average(v))
 tf.train.Checkpoint(model=t).write(f"{out}/attr_loop/ck")
-truth.update({"attr_loop:a0": t.a0.numpy(), "attr_loop:w": te.average(t.w).numpy(),
+# the same loop naming them after the weight, then its counter (review-33-attack-r134 C1)
+t2 = tf.Module(); t2.w = t.w; t2.sub = t.sub
+for i, v in enumerate(to): setattr(t2, f"w_ema_{i}", te.average(v))
+tf.train.Checkpoint(model=t2).write(f"{out}/attr_sfx/ck")
+truth.update({"attr_loop:a0": te.average(to[0]).numpy(), "attr_loop:w": te.average(t.w).numpy(),
+              "attr_sfx:a0": t2.w_ema_0.numpy(), "attr_sfx:w": te.average(t.w).numpy(),
               "fast_dict:a0": fe.average(uo[0]).numpy(), "fast_dict:w": fe.average(u.w).numpy(),
               "names": np.array([t.a0.name, fe.average(uo[0]).name])})
 # M1: Keras 3 add_weight() without a name, saved with its optimizer (TF keys the weights at its
@@ -79,7 +84,7 @@ def _average(runs, case: str, out_dir, *extra: str) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize("extra", [[], ["--ema"]])
-@pytest.mark.parametrize("case", ["attr_loop", "fast_dict"])
+@pytest.mark.parametrize("case", ["attr_loop", "fast_dict", "attr_sfx"])
 def test_averages_kept_under_a_loops_keys_are_refused(runs, tmp_path, case, extra):
     """C1 / C2: a0 holds w's average in ck-1 and the other weight's in ck-2 under one recorded
     name (``model/a0`` beside ``model/w``: ``Variable/ExponentialMovingAverage``; ``ema/a0``:
