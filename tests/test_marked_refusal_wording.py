@@ -14,54 +14,29 @@ from helpers_tf1 import run_tf1_script
 from test_marked_outputs import _copy
 
 SCRIPT = '''
-def run(name, keys_of, saves=(1, 2)):
+def run(name, keys_of):
     # one default-named EMA object over model/W, model/V; keys_of(w, v, ema): the Saver's keys
-    with tf.Graph().as_default():
-        gs = tf1.train.get_or_create_global_step()
-        with tf1.variable_scope("model"):
-            w = tf1.get_variable("W", [2])
-            v = tf1.get_variable("V", [2], initializer=tf1.constant_initializer(0.3))
-        loss = tf.reduce_sum(tf.square(w * 2.0 + v - 1.0))
-        train = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
-        ema = tf1.train.ExponentialMovingAverage(0.5)
-        with tf.control_dependencies([train]):
-            step = ema.apply([w, v])
-        saver = tf1.train.Saver({"global_step": gs, **keys_of(w, v, ema)}, max_to_keep=None)
-        with trained(tf, step, 0) as s:
-            for i in saves:
-                s.run(step)
-                saver.save(s, f"{out}/{name}/model.ckpt", global_step=i)
-                for k, x in (("W", w), ("V", v)):
-                    truth[f"{name}:{i}:avg:model/{k}"] = s.run(ema.average(x))
-                    truth[f"{name}:{i}:raw:model/{k}"] = s.run(x)
+    E = "ExponentialMovingAverage"
+    for s, i, held, objects in wv_ema_saves(tf, f"{out}/{name}/model.ckpt", {E: (0.5, "WV")},
+                                            lambda w, v, o: keys_of(w, v, o[E])):
+        for k, x in held.items():
+            truth[f"{name}:{i}:avg:model/{k}"] = s.run(objects[E].average(x))
+            truth[f"{name}:{i}:raw:model/{k}"] = s.run(x)
 
 
 def raw_holds_fast(name, keys_of=None):
     # review-32-attack-r117 F1: fast's average of W swapped with W; slow's plain (keys_of(w,
     # v, fast, slow): another Saver of these two objects)
-    with tf.Graph().as_default():
-        gs = tf1.train.get_or_create_global_step()
-        with tf1.variable_scope("model"):
-            w = tf1.get_variable("W", [2])
-            v = tf1.get_variable("V", [2], initializer=tf1.constant_initializer(0.3))
-        loss = tf.reduce_sum(tf.square(w * 2.0 + v - 1.0))
-        train = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
-        slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
-        fast = tf1.train.ExponentialMovingAverage(0.5, name="fast")
-        with tf.control_dependencies([train]):
-            step = tf.group(slow.apply([w, v]), fast.apply([w, v]))
-        keys = keys_of(w, v, fast, slow) if keys_of else {
-            "model/W": fast.average(w), "model/W/fast": w, "model/W/slow": slow.average(w),
-            "model/V": v, "model/V/fast": fast.average(v), "model/V/slow": slow.average(v)}
-        saver = tf1.train.Saver({"global_step": gs, **keys}, max_to_keep=None)
-        with trained(tf, step, 0) as s:
-            for i in (1, 2):
-                s.run(step)
-                saver.save(s, f"{out}/{name}/model.ckpt", global_step=i)
-                for k, x in (("W", w), ("V", v)):
-                    truth[f"{name}:{i}:raw:model/{k}"] = s.run(x)
-                    for o, e in (("fast", fast), ("slow", slow)):
-                        truth[f"{name}:{i}:{o}:model/{k}"] = s.run(e.average(x))
+    keys_of = keys_of or (lambda w, v, fast, slow: {
+        "model/W": fast.average(w), "model/W/fast": w, "model/W/slow": slow.average(w),
+        "model/V": v, "model/V/fast": fast.average(v), "model/V/slow": slow.average(v)})
+    for s, i, held, objects in wv_ema_saves(
+            tf, f"{out}/{name}/model.ckpt", {"slow": (0.9, "WV"), "fast": (0.5, "WV")},
+            lambda w, v, o: keys_of(w, v, o["fast"], o["slow"])):
+        for k, x in held.items():
+            truth[f"{name}:{i}:raw:model/{k}"] = s.run(x)
+            for o in ("fast", "slow"):
+                truth[f"{name}:{i}:{o}:model/{k}"] = s.run(objects[o].average(x))
 
 raw_holds_fast("raw_holds_fast")
 # slow's average of W under model/W, W itself not saved (note/s33k)
